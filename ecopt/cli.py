@@ -1,0 +1,137 @@
+"""The ``ecopt`` command.
+
+Each subcommand's arguments are declared here; its work is done by a
+``(module, function)`` handler imported only when that subcommand runs, so
+``ecopt --help`` stays fast. Handlers take the parsed ``argparse.Namespace`` and
+return an exit status. Library errors (``EcoptError``, ``ValueError``,
+``FileNotFoundError``) become a one-line message and exit status 2, never a
+traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Callable, Sequence
+
+from ecopt._version import __version__
+
+__all__ = ["main", "build_parser"]
+
+# command -> (module, function)
+_HANDLERS: dict[str, tuple[str, str]] = {
+    "quickstart": ("ecopt.quickstart", "cli_main"),
+    "meters": ("ecopt.meters.probe", "cli_main"),
+    "report": ("ecopt.report_cli", "report_main"),
+    "plot": ("ecopt.report_cli", "plot_main"),
+    "compare": ("ecopt.report_cli", "compare_main"),
+    "show": ("ecopt.report_cli", "show_main"),
+    "profile": ("ecopt.data.profile", "cli_main"),
+}
+
+
+def _add_quickstart(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "quickstart",
+        help="run a real study end to end on CPU: a small torch MLP on scikit-learn digits",
+        description="Search width, depth, learning rate and batch size of a small torch "
+                    "MLP on scikit-learn's digits (shipped, no download) for accuracy (max) "
+                    "and inference samples/J (max); write the study directory and print the "
+                    "Pareto front with each energy figure's source.")
+    p.add_argument("--trials", type=int, default=24, help="number of trials (default 24)")
+    p.add_argument("--out", default="runs/quickstart", help="study directory (default runs/quickstart)")
+    p.add_argument("--sampler", default="qlognehvi",
+                   help="qlognehvi (default), qnehvi, random, sobol or grid")
+    p.add_argument("--meter", default="auto", help="meter name (default auto)")
+    p.add_argument("--batch-size", type=int, default=1, dest="q",
+                   help="q proposals per round (default 1)")
+    p.add_argument("--seed", type=int, default=0, help="seed (default 0)")
+    p.add_argument("--epochs", type=int, default=4, help="training epochs per trial (default 4)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="start afresh if --out holds a different study (old files kept aside)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def _add_meters(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("meters", help="show which energy meter 'auto' picks on this machine and why")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--probe-s", type=float, default=0.0,
+                   help="also measure a window of this many seconds with the chosen meter")
+
+
+def _add_reports(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("report", help="write a self-contained HTML report of a study directory")
+    p.add_argument("run_dir", help="study directory")
+    p.add_argument("--out", help="HTML file (default RUN_DIR/report.html)")
+    p.add_argument("--png", help="also write each figure as PNG into this directory")
+    p.add_argument("--baseline", type=int, help="trial number of the baseline configuration "
+                   "for the payback figure")
+    p.add_argument("--inferences", type=float, default=None,
+                   help="inferences per deployment for lifecycle energy (optional)")
+
+    p = sub.add_parser("plot", help="draw one static Pareto plot (PNG/SVG/PDF)")
+    p.add_argument("run_dir", help="study directory")
+    p.add_argument("--x", help="metric on the x axis (default: first objective)")
+    p.add_argument("--y", help="metric on the y axis (default: second objective)")
+    p.add_argument("-o", "--out", default="front.png", help="output file (default front.png)")
+
+    p = sub.add_parser("compare", help="overlay the fronts of several studies, hypervolume of each")
+    p.add_argument("run_dirs", nargs="+", help="two or more study directories")
+    p.add_argument("-o", "--out", help="also write the overlay plot to this file")
+    p.add_argument("--ref-point", help="comma-separated shared reference point (default: inferred)")
+
+    p = sub.add_parser("show", help="terminal summary of a study directory")
+    p.add_argument("run_dir", help="study directory")
+
+
+def _add_profile(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("profile", help="diagnose an input pipeline's bottleneck (Plumber-style)")
+    p.add_argument("workload", nargs="?", default="insurance",
+                   help="insurance, movielens or images (default insurance)")
+    p.add_argument("--backend", default="pandas", help="pandas, polars or dask")
+    p.add_argument("--data", help="path to real data files (default: generated)")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--num-workers", type=int, default=0)
+
+
+_REGISTRARS: list[Callable[[argparse._SubParsersAction], None]] = [
+    _add_quickstart, _add_meters, _add_reports, _add_profile,
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser (for docs and tests)."""
+    parser = argparse.ArgumentParser(
+        prog="ecopt",
+        description="Energy-aware multi-objective hyperparameter optimisation.")
+    parser.add_argument("--version", action="version", version=f"ecopt {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for reg in _REGISTRARS:
+        reg(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``ecopt`` console script."""
+    from ecopt.errors import EcoptError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.command:
+        parser.print_help()
+        return 2
+    module, func = _HANDLERS[args.command]
+    try:
+        handler = getattr(importlib.import_module(module), func)
+        return int(handler(args) or 0)
+    except (EcoptError, ValueError, FileNotFoundError, NotADirectoryError) as exc:
+        print(f"ecopt {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"ecopt {args.command}: interrupted; the study log is intact", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

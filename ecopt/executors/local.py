@@ -1,0 +1,28 @@
+"""In-process, sequential execution (the default)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
+
+from ecopt.executors.base import Executor
+from ecopt.trial import Trial, TrialOutcome, run_objective
+
+__all__ = ["LocalExecutor"]
+
+
+class LocalExecutor(Executor):
+    """Run each trial in this process, one after another.
+
+    ``slots`` is unbounded: a q-batch of proposals is submitted together and
+    then run in order, which is synchronous batch BO.
+    """
+
+    name = "local"
+    slots = 1 << 30
+
+    def submit(self, objective: Callable[[Trial], Any], trial: Trial) -> Future[TrialOutcome]:
+        fut: Future[TrialOutcome] = Future()
+        fut.set_result(run_objective(objective, trial))
+        return fut

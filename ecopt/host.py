@@ -1,0 +1,76 @@
+"""Facts about the machine a study ran on (recorded in ``study.json``)."""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+__all__ = ["host_facts", "library_versions"]
+
+_LIBS = ("ecopt", "torch", "botorch", "gpytorch", "numpy", "pandas", "scipy", "scikit-learn",
+         "nvidia-ml-py", "codecarbon", "transformers", "polars", "dask", "distributed")
+
+
+def library_versions() -> dict[str, str]:
+    """Installed versions of the libraries that shape results (missing ones omitted)."""
+    out: dict[str, str] = {}
+    for name in _LIBS:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _ram_gb() -> float | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return round(int(line.split()[1]) / 1024**2, 2)
+    except OSError:
+        pass
+    return None
+
+
+def _gpus() -> list[str]:
+    """GPU models from the NVIDIA driver's procfs (no library needed); [] when none."""
+    root = Path("/proc/driver/nvidia/gpus")
+    out: list[str] = []
+    if root.is_dir():
+        for d in sorted(root.iterdir()):
+            try:
+                for line in (d / "information").read_text().splitlines():
+                    if line.startswith("Model:"):
+                        out.append(line.split(":", 1)[1].strip())
+            except OSError:
+                continue
+    return out
+
+
+def host_facts() -> dict[str, Any]:
+    """CPU model, cores, RAM, GPUs, OS, Python and library versions."""
+    return {
+        "hostname": socket.gethostname(),
+        "cpu_model": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "ram_gb": _ram_gb(),
+        "gpus": _gpus(),
+        "rapl": Path("/sys/class/powercap/intel-rapl").exists(),
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "libraries": library_versions(),
+    }

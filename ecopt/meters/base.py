@@ -1,0 +1,226 @@
+"""The meter contract: start a window, stop it, get a :class:`Measurement`.
+
+A meter measures energy over windows of time. Windows may overlap (counter-based
+meters read the counter at both ends), and each reading says which component it
+covers (``gpu:0``, ``cpu:package-0``, ``dram:0``, ``ram``...), where the number
+came from (``source``) and whether it was measured or estimated.
+
+A new meter is one file: subclass :class:`Meter`, implement ``is_available``,
+``_start`` and ``_stop``, and add one line to the factory in ``ecopt.meters``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+from ecopt.errors import MeterError
+
+__all__ = ["ComponentEnergy", "Measurement", "Meter", "WindowHandle", "WallClockMeter"]
+
+
+@dataclass(frozen=True)
+class ComponentEnergy:
+    """Energy of one component over one window.
+
+    Attributes:
+        energy_j: Joules over the window (``>= 0``).
+        source: Where the number came from, e.g. ``"nvml-energy-counter"``,
+            ``"nvml-power-sampling"``, ``"rapl"``, ``"codecarbon-rapl"``,
+            ``"estimate-cpu-time"``.
+        measured: ``True`` only for hardware readings; estimates are ``False``.
+        note: Anything a reader needs to trust the number (e.g. "window shorter
+            than the counter's update period").
+    """
+
+    energy_j: float
+    source: str
+    measured: bool
+    note: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"energy_j": self.energy_j, "source": self.source,
+                             "measured": self.measured}
+        if self.note:
+            d["note"] = self.note
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ComponentEnergy:
+        return cls(float(d["energy_j"]), str(d["source"]), bool(d["measured"]), d.get("note"))
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """What a meter says about one window.
+
+    Attributes:
+        duration_s: Wall-clock length of the window, seconds.
+        components: Component name -> :class:`ComponentEnergy`.
+        meter: Name of the meter that produced it.
+        details: Settings that shaped the numbers (sampling period, constants
+            of an estimate...), JSON-able.
+        extras: Other readings over the window (e.g. ``co2_kg``), JSON-able.
+    """
+
+    duration_s: float
+    components: dict[str, ComponentEnergy]
+    meter: str
+    details: dict[str, Any] = field(default_factory=dict)
+    extras: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def energy_j(self) -> float:
+        """Total joules over all components."""
+        return float(sum(c.energy_j for c in self.components.values()))
+
+    @property
+    def measured(self) -> bool:
+        """``True`` only when every component was measured (no estimate inside)."""
+        return bool(self.components) and all(c.measured for c in self.components.values())
+
+    @property
+    def power_w(self) -> float:
+        """Average power over the window, watts (0 for an empty window)."""
+        return self.energy_j / self.duration_s if self.duration_s > 0 else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "duration_s": self.duration_s,
+            "energy_j": self.energy_j,
+            "measured": self.measured,
+            "meter": self.meter,
+            "components": {k: c.to_dict() for k, c in self.components.items()},
+            "details": dict(self.details),
+            "extras": dict(self.extras),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Measurement:
+        return cls(
+            duration_s=float(d["duration_s"]),
+            components={k: ComponentEnergy.from_dict(c) for k, c in d.get("components", {}).items()},
+            meter=str(d.get("meter", "unknown")),
+            details=dict(d.get("details", {})),
+            extras={k: float(v) for k, v in d.get("extras", {}).items()},
+        )
+
+
+@dataclass(frozen=True)
+class WindowHandle:
+    """An open window: pass it back to :meth:`Meter.stop`."""
+
+    id: int
+    start_time: float  # time.perf_counter() at start
+    state: Any = field(default=None, compare=False, repr=False)
+
+
+class Meter(ABC):
+    """Base class of every meter.
+
+    Subclasses implement :meth:`is_available` (a cheap probe), :meth:`_start`
+    (read whatever the window needs at its start; cheap) and :meth:`_stop`
+    (read again and return the components). Windows may overlap.
+
+    Example:
+        >>> meter = ecopt.meters.get_meter("estimate")
+        >>> w = meter.start()
+        >>> sum(i * i for i in range(10**6))
+        >>> m = meter.stop(w)
+        >>> m.energy_j, m.measured
+        (..., False)
+    """
+
+    #: Short name recorded in the trial log.
+    name: str = "meter"
+
+    def __init__(self) -> None:
+        self._ids = itertools.count(1)
+        self._open: set[int] = set()
+        self._lock = threading.Lock()
+
+    @classmethod
+    def is_available(cls) -> bool:
+        """Whether this meter can work on this machine (never raises)."""
+        return True
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Meters travel to worker processes with their settings, not their
+        # open windows or locks; subclasses drop library handles likewise.
+        state = dict(self.__dict__)
+        for k in ("_ids", "_open", "_lock"):
+            state.pop(k, None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._ids = itertools.count(1)
+        self._open = set()
+        self._lock = threading.Lock()
+
+    def start(self) -> WindowHandle:
+        """Open a window and return its handle."""
+        state = self._start()
+        with self._lock:
+            wid = next(self._ids)
+            self._open.add(wid)
+        return WindowHandle(wid, time.perf_counter(), state)
+
+    def stop(self, handle: WindowHandle) -> Measurement:
+        """Close a window and measure it.
+
+        Raises:
+            MeterError: if the handle is not an open window of this meter.
+        """
+        end = time.perf_counter()
+        with self._lock:
+            if handle.id not in self._open:
+                raise MeterError(
+                    f"window {handle.id} is not open on meter {self.name!r} "
+                    "(stopped twice, or started on another meter)"
+                )
+            self._open.discard(handle.id)
+        components = self._stop(handle.state, end - handle.start_time)
+        return Measurement(
+            duration_s=end - handle.start_time,
+            components=components,
+            meter=self.name,
+            details=self.describe(),
+        )
+
+    @abstractmethod
+    def _start(self) -> Any:
+        """Read the starting state of a window (counters, CPU times...)."""
+
+    @abstractmethod
+    def _stop(self, state: Any, duration_s: float) -> dict[str, ComponentEnergy]:
+        """Read the end state and return the energy of each component."""
+
+    def describe(self) -> dict[str, Any]:
+        """Settings and facts recorded with every measurement and in ``study.json``."""
+        return {"meter": self.name}
+
+    def close(self) -> None:
+        """Release resources (threads, library handles). Safe to call twice."""
+
+    def __enter__(self) -> Meter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class WallClockMeter(Meter):
+    """Durations only: no energy components. For tests and for timing-only studies."""
+
+    name = "wallclock"
+
+    def _start(self) -> None:
+        return None
+
+    def _stop(self, state: Any, duration_s: float) -> dict[str, ComponentEnergy]:
+        return {}

@@ -1,0 +1,88 @@
+"""Model-free samplers: uniform random and scrambled Sobol."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from ecopt._types import Params
+from ecopt.samplers.base import Proposal, Sampler
+from ecopt.space import SearchSpace
+from ecopt.trial import TrialRecord
+
+__all__ = ["RandomSampler", "SobolSampler", "sobol_points"]
+
+
+def sobol_points(dim: int, seed: int, start: int, n: int) -> np.ndarray:
+    """Points ``start .. start+n-1`` of a scrambled Sobol sequence.
+
+    Returns:
+        An ``(n, dim)`` array in ``[0, 1]``. Deterministic in ``(seed, start, n)``.
+    """
+    if dim == 0:
+        return np.zeros((n, 0))
+    from scipy.stats import qmc
+
+    engine = qmc.Sobol(d=dim, scramble=True, seed=seed)
+    if start:
+        engine.fast_forward(start)
+    import warnings
+
+    with warnings.catch_warnings():
+        # Sobol balance warnings for non-powers of two are irrelevant for an initial design.
+        warnings.simplefilter("ignore", UserWarning)
+        return engine.random(n)
+
+
+class SobolSampler(Sampler):
+    """Scrambled Sobol points: even coverage of the space, reproducible by seed.
+
+    The k-th trial of a study gets the k-th Sobol point, so resuming continues
+    the same sequence.
+
+    Example:
+        >>> study = ecopt.Study(space, objectives, sampler=ecopt.samplers.SobolSampler(seed=1))
+    """
+
+    name = "sobol"
+
+    def propose(self, space: SearchSpace, records: Sequence[TrialRecord],
+                pending: Sequence[Params], n: int) -> list[Proposal]:
+        start = len(records) + len(pending)
+        X = sobol_points(space.dim, int(self.seed or 0), start, n)
+        return [Proposal(space.decode(x), self.name, {"index": start + i}) for i, x in enumerate(X)]
+
+
+class RandomSampler(Sampler):
+    """Uniform random search; the first ``n_sobol`` trials come from Sobol.
+
+    Args:
+        seed: Seed (default: the study's).
+        n_sobol: How many initial trials use scrambled Sobol points (0 for none).
+    """
+
+    name = "random"
+
+    def __init__(self, seed: int | None = None, n_sobol: int = 0) -> None:
+        super().__init__(seed)
+        if n_sobol < 0:
+            raise ValueError(f"n_sobol >= 0 must hold, got {n_sobol}")
+        self.n_sobol = n_sobol
+
+    def propose(self, space: SearchSpace, records: Sequence[TrialRecord],
+                pending: Sequence[Params], n: int) -> list[Proposal]:
+        start = len(records) + len(pending)
+        out: list[Proposal] = []
+        rng = np.random.default_rng([int(self.seed or 0), start])
+        for i in range(n):
+            k = start + i
+            if k < self.n_sobol:
+                x = sobol_points(space.dim, int(self.seed or 0), k, 1)[0]
+                out.append(Proposal(space.decode(x), "sobol", {"index": k}))
+            else:
+                out.append(Proposal(space.decode(rng.random(space.dim)), self.name, {}))
+        return out
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "n_sobol": self.n_sobol}

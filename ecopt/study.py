@@ -1,0 +1,623 @@
+"""The study: ask/tell/optimize over a search space, with a crash-safe trial log.
+
+Example:
+    >>> import ecopt
+    >>> space = ecopt.SearchSpace({"x": ecopt.Float(0, 1), "y": ecopt.Float(0, 1)})
+    >>> study = ecopt.Study(space, [ecopt.Objective("f1", "min"), ecopt.Objective("f2", "min")],
+    ...                     storage="runs/demo", sampler="qlognehvi", seed=0)
+    >>> study.optimize(lambda t: {"f1": t["x"], "f2": (1 - t["x"]) ** 2 + t["y"]}, n_trials=12)
+    >>> study.pareto_front()
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import logging
+import math
+import shutil
+import time
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ecopt import pareto
+from ecopt._types import Params
+from ecopt._version import __version__
+from ecopt.errors import EcoptError, SpecMismatchError
+from ecopt.executors import Executor, get_executor
+from ecopt.meters import Meter, get_meter
+from ecopt.objective import Constraint, Objective, validate_objectives
+from ecopt.samplers import Proposal, Sampler, get_sampler
+from ecopt.space import SearchSpace
+from ecopt.storage import StudyStorage
+from ecopt.trial import ErrorInfo, Trial, TrialOutcome, TrialRecord, TrialState
+
+__all__ = ["Study", "load_study"]
+
+log = logging.getLogger("ecopt")
+
+ObjectiveFn = Callable[[Trial], Any]
+
+
+def _now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+class Study:
+    """A multi-objective search, its trials and its log.
+
+    Args:
+        space: The :class:`~ecopt.SearchSpace` to search.
+        objectives: :class:`~ecopt.Objective` list (names unique).
+        constraints: :class:`~ecopt.Constraint` list on reported metrics.
+        storage: A directory for ``study.json`` + ``trials.jsonl``; re-opening
+            it resumes the study. ``None`` keeps trials in memory only.
+        sampler: ``"qlognehvi"`` (default), ``"qnehvi"``, ``"random"``,
+            ``"sobol"``, ``"grid"`` or a :class:`~ecopt.samplers.Sampler`.
+        meter: ``"auto"`` (default), another meter name, or a
+            :class:`~ecopt.meters.Meter`.
+        seed: Seed for reproducible proposals.
+        name: A label for reports (default: the storage directory's name).
+        overwrite: Start afresh in a directory that holds another study; the
+            old files are moved to ``replaced-<time>/`` inside it, never deleted.
+
+    Raises:
+        ValueError: for bad arguments (unknown sampler or meter name, bad
+            direction, duplicate objective names, too few objectives for the
+            sampler...).
+        SpecMismatchError: when ``storage`` holds a study with another space,
+            objectives or constraints (and ``overwrite`` is false).
+        StudyLockedError: when another process is writing to ``storage``.
+    """
+
+    def __init__(
+        self,
+        space: SearchSpace,
+        objectives: Sequence[Objective],
+        constraints: Sequence[Constraint] = (),
+        storage: str | Path | None = None,
+        sampler: str | Sampler = "qlognehvi",
+        meter: str | Meter = "auto",
+        seed: int | None = 0,
+        name: str | None = None,
+        overwrite: bool = False,
+        *,
+        _readonly: bool = False,
+        _spec: Mapping[str, Any] | None = None,
+    ) -> None:
+        if not isinstance(space, SearchSpace):
+            if isinstance(space, Mapping):
+                space = SearchSpace(space)
+            else:
+                raise ValueError(f"space must be an ecopt.SearchSpace, got {space!r}")
+        objectives = list(objectives) if not isinstance(objectives, Objective) else objectives
+        constraints = list(constraints)
+        validate_objectives(objectives, constraints)  # type: ignore[arg-type]
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
+            raise ValueError(f"seed must be an integer or None, got {seed!r}")
+        self.space = space
+        self.objectives: list[Objective] = list(objectives)  # type: ignore[arg-type]
+        self.constraints: list[Constraint] = constraints
+        self.seed = None if seed is None else int(seed)
+        self.readonly = _readonly
+        self._records: list[TrialRecord] = []
+        self._running: dict[int, Trial] = {}
+        self._next_number = 0
+        self._storage: StudyStorage | None = None
+        self.spec: dict[str, Any] = dict(_spec or {})
+
+        if _readonly:
+            self.sampler: Sampler | None = None
+            self.meter: Meter | None = None
+            self.name = name or self.spec.get("name") or ""
+            return
+
+        self.sampler = get_sampler(sampler)
+        self.sampler.bind(self.objectives, self.constraints, self.seed)
+        self.meter = get_meter(meter)
+        self.name = name or (Path(storage).name if storage is not None else "study")
+
+        if storage is not None:
+            self._storage = StudyStorage(storage, writable=True)
+            try:
+                self._open_storage(overwrite)
+            except BaseException:
+                self._storage.close()
+                raise
+
+    # -- storage -------------------------------------------------------------
+    def _spec_core(self) -> dict[str, Any]:
+        return {
+            "space": self.space.to_dict(),
+            "objectives": [o.to_dict() for o in self.objectives],
+            "constraints": [c.to_dict() for c in self.constraints],
+        }
+
+    def _session_facts(self) -> dict[str, Any]:
+        assert self.sampler is not None and self.meter is not None
+        return {
+            "opened_at": _now_iso(),
+            "sampler": self.sampler.describe(),
+            "meter": self.meter.describe(),
+            "seed": self.seed,
+            "ecopt_version": __version__,
+        }
+
+    def _open_storage(self, overwrite: bool) -> None:
+        from ecopt.host import host_facts
+
+        st = self._storage
+        assert st is not None
+        if st.exists():
+            old = st.read_spec()
+            old_core = {k: old.get(k) for k in ("space", "objectives", "constraints")}
+            if old_core != self._spec_core():
+                if not overwrite:
+                    diff = [k for k in old_core if old_core[k] != self._spec_core()[k]]
+                    raise SpecMismatchError(
+                        f"{str(st.path)!r} holds a study with a different {', '.join(diff)}; "
+                        "use another storage directory, or pass overwrite=True to start afresh "
+                        "(the old files are kept in a replaced-<time>/ folder)"
+                    )
+                self._move_aside(st.path)
+        if st.exists():
+            spec = st.read_spec()
+            spec.setdefault("sessions", []).append(self._session_facts())
+            spec["sampler"] = self.sampler.describe()  # type: ignore[union-attr]
+            spec["meter"] = self.meter.describe()  # type: ignore[union-attr]
+            st.write_spec(spec)
+            self.name = spec.get("name", self.name)
+            self.spec = spec
+            self._resume()
+        else:
+            spec = {
+                "name": self.name,
+                "created_at": _now_iso(),
+                **self._spec_core(),
+                "sampler": self.sampler.describe(),  # type: ignore[union-attr]
+                "meter": self.meter.describe(),  # type: ignore[union-attr]
+                "seed": self.seed,
+                "ecopt_version": __version__,
+                "host": host_facts(),
+                "sessions": [self._session_facts()],
+            }
+            st.write_spec(spec)
+            self.spec = spec
+
+    @staticmethod
+    def _move_aside(path: Path) -> None:
+        stamp = _dt.datetime.now().strftime("%Y%m%dT%H%M%S")
+        dest = path / f"replaced-{stamp}"
+        dest.mkdir(exist_ok=True)
+        for f in ("study.json", "trials.jsonl", "running.jsonl"):
+            if (path / f).exists():
+                shutil.move(str(path / f), str(dest / f))
+        warnings.warn(f"overwrite=True: the previous study was moved to {dest}", stacklevel=3)
+
+    def _resume(self) -> None:
+        st = self._storage
+        assert st is not None
+        self._records = st.read_records()
+        finished = {r.number for r in self._records}
+        numbers = set(finished)
+        for run in st.read_running():
+            try:
+                num = int(run["number"])
+            except (KeyError, TypeError, ValueError):
+                continue
+            numbers.add(num)
+            if num in finished:
+                continue
+            rec = TrialRecord(
+                number=num,
+                state=TrialState.FAILED,
+                params=dict(run.get("params") or {}),
+                started_at=str(run.get("started_at", "")),
+                proposed_by=str(run.get("proposed_by", "user")),
+                proposal=dict(run.get("proposal") or {}),
+                error=ErrorInfo("Interrupted", "the process running this trial stopped before "
+                                "it finished (killed or crashed); recorded on resume"),
+            )
+            st.append_record(rec)
+            self._records.append(rec)
+            finished.add(num)
+            log.warning("trial %d was interrupted by a crash; recorded as failed", num)
+        self._next_number = max(numbers) + 1 if numbers else 0
+
+    @classmethod
+    def load(cls, path: str | Path) -> Study:
+        """Open a study directory read-only (see :func:`load_study`)."""
+        st = StudyStorage(path, writable=False)
+        spec = st.read_spec()
+        try:
+            space = SearchSpace.from_dict(spec["space"])
+            objectives = [Objective.from_dict(o) for o in spec["objectives"]]
+            constraints = [Constraint.from_dict(c) for c in spec.get("constraints", [])]
+        except (KeyError, TypeError, ValueError) as exc:
+            from ecopt.errors import NotAStudyError
+
+            raise NotAStudyError(f"{str(path)!r}: study.json is malformed ({exc})") from None
+        study = cls(space, objectives, constraints, seed=spec.get("seed"),
+                    name=spec.get("name"), _readonly=True, _spec=spec)
+        study._storage = st
+        study._records = st.read_records()
+        return study
+
+    def close(self) -> None:
+        """Release the storage lock and the meter (the log is already on disk)."""
+        if self._storage is not None and not self.readonly:
+            self._storage.close()
+        if self.meter is not None:
+            self.meter.close()
+
+    def __enter__(self) -> Study:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # pragma: no cover - best effort
+        try:
+            if self._storage is not None and not self.readonly:
+                self._storage.close()
+        except Exception:
+            pass
+
+    @property
+    def path(self) -> Path | None:
+        """The study directory, or ``None`` for an in-memory study."""
+        return self._storage.path if self._storage is not None else None
+
+    # -- trials --------------------------------------------------------------
+    @property
+    def records(self) -> list[TrialRecord]:
+        """Every finished trial, in the order they finished."""
+        return list(self._records)
+
+    @property
+    def running(self) -> list[Trial]:
+        """Trials asked for and not yet told."""
+        return list(self._running.values())
+
+    def _require_writable(self) -> None:
+        if self.readonly:
+            raise EcoptError("this study was opened read-only with load_study(); open it with "
+                             "ecopt.Study(..., storage=dir) to add trials")
+
+    def ask(self, n: int | None = None, params: Mapping[str, Any] | None = None
+            ) -> Trial | list[Trial]:
+        """Start new trials.
+
+        Args:
+            n: How many (q proposals that know of each other). ``None`` returns
+               one :class:`Trial`; an integer returns a list.
+            params: Evaluate this configuration instead of asking the sampler
+               (recorded as ``proposed_by="user"``).
+
+        Raises:
+            ValueError: for ``n < 1`` or ``params`` not in the space.
+        """
+        self._require_writable()
+        assert self.sampler is not None and self.meter is not None
+        if params is not None:
+            if n not in (None, 1):
+                raise ValueError(f"params= gives one trial; got n={n}")
+            proposals = [Proposal(self.space.validate(params), "user", {})]
+        else:
+            k = 1 if n is None else n
+            if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+                raise ValueError(f"n >= 1 must hold, got n={n!r}")
+            pending = [t.params for t in self._running.values()]
+            proposals = self.sampler.propose(self.space, self.records, pending, k)
+            proposals = [p if isinstance(p, Proposal) else Proposal(dict(p), self.sampler.name, {})
+                         for p in proposals]
+        trials: list[Trial] = []
+        for p in proposals:
+            params_ok = self.space.validate(p.params)
+            trial = Trial(self._next_number, params_ok, self.meter, p.proposed_by, p.info)
+            self._next_number += 1
+            if self._storage is not None:
+                self._storage.mark_running(trial.number, trial.params, trial.proposed_by,
+                                           trial.proposal, trial.started_at)
+            self._running[trial.number] = trial
+            trials.append(trial)
+        if n is None:
+            if not trials:
+                raise EcoptError("the sampler has nothing left to propose (grid exhausted?)")
+            return trials[0]
+        return trials
+
+    def _validate_values(self, returned: Any, metrics: Mapping[str, float]
+                         ) -> tuple[dict[str, float], dict[str, float]]:
+        names = [o.name for o in self.objectives]
+        if isinstance(returned, Mapping):
+            vals = dict(returned)
+        elif isinstance(returned, (int, float)) and not isinstance(returned, bool) and len(names) == 1:
+            vals = {names[0]: returned}
+        elif isinstance(returned, (list, tuple)) and len(returned) == len(names):
+            vals = dict(zip(names, returned))
+        else:
+            raise TypeError(
+                f"the objective must return a dict of {names}"
+                + (f" plus constraint metrics {[c.name for c in self.constraints]}"
+                   if self.constraints else "")
+                + f", got {returned!r}"
+            )
+        allowed = set(names) | {c.name for c in self.constraints}
+        extra = sorted(set(vals) - allowed)
+        if extra:
+            raise KeyError(
+                f"the objective returned unknown metric name(s) {extra}; the study expects "
+                f"{sorted(allowed)} (record other numbers with trial.set_metric(name, value))"
+            )
+        out_metrics = {k: float(v) for k, v in metrics.items()}
+        missing = [n for n in names if n not in vals]
+        missing += [c.name for c in self.constraints if c.name not in vals and c.name not in metrics]
+        if missing:
+            raise KeyError(f"the objective did not return metric(s) {missing}")
+        values: dict[str, float] = {}
+        for k, v in vals.items():
+            if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+                if hasattr(v, "item") and getattr(v, "numel", lambda: 1)() == 1:
+                    v = v.item()  # a 0-d tensor or numpy scalar
+                else:
+                    raise TypeError(f"metric {k!r} must be a number, got {v!r} ({type(v).__name__})")
+            fv = float(v)
+            if not math.isfinite(fv):
+                raise ValueError(f"metric {k!r} must be finite, got {fv}")
+            if k in names:
+                values[k] = fv
+            else:
+                out_metrics[k] = fv
+        for k, fv in out_metrics.items():
+            if not math.isfinite(fv):
+                raise ValueError(f"metric {k!r} must be finite, got {fv}")
+        return values, out_metrics
+
+    def tell(self, trial: Trial | int, values: Any = None, *,
+             outcome: TrialOutcome | None = None, state: TrialState | None = None) -> TrialRecord:
+        """Finish a trial and append it to the log.
+
+        Args:
+            trial: The :class:`Trial` from :meth:`ask` (or its number).
+            values: The objective's return value (dict of metric -> number),
+                or the exception it raised.
+            outcome: A full :class:`~ecopt.trial.TrialOutcome` from an executor
+                (instead of ``values``).
+            state: Force ``failed``/``infeasible`` (with ``values`` an
+                exception or ``None``).
+
+        Returns:
+            The stored :class:`TrialRecord`. Invalid values (missing or extra
+            names, NaN, non-numbers) make a ``failed`` record, never an error.
+
+        Raises:
+            ValueError: when the trial is not running in this study.
+        """
+        self._require_writable()
+        number = trial if isinstance(trial, int) else trial.number
+        live = self._running.get(number)
+        if live is None:
+            raise ValueError(f"trial {number} is not running in this study (told twice?)")
+        if outcome is None:
+            if isinstance(values, BaseException):
+                from ecopt.trial import is_out_of_memory
+
+                outcome = TrialOutcome(number, None, dict(live.phases), dict(live.metrics),
+                                       dict(live.noise), dict(live.user_attrs), live.started_at,
+                                       live.duration_s(), ErrorInfo.from_exception(values),
+                                       is_out_of_memory(values))
+            else:
+                outcome = TrialOutcome(number, values, dict(live.phases), dict(live.metrics),
+                                       dict(live.noise), dict(live.user_attrs), live.started_at,
+                                       live.duration_s())
+        record = self._record_from(live, outcome, state)
+        del self._running[number]
+        if self._storage is not None:
+            self._storage.append_record(record)
+        self._records.append(record)
+        if record.state is not TrialState.COMPLETE:
+            assert record.error is not None
+            log.warning("trial %d %s: %s: %s (the study goes on)", record.number,
+                        record.state.value, record.error.type, record.error.message)
+        return record
+
+    def _record_from(self, live: Trial, out: TrialOutcome, state: TrialState | None
+                     ) -> TrialRecord:
+        values: dict[str, float] = {}
+        metrics = dict(out.metrics)
+        error = out.error
+        if state is TrialState.INFEASIBLE or (state is None and out.infeasible):
+            st = TrialState.INFEASIBLE
+        elif state is TrialState.FAILED or error is not None:
+            st = TrialState.FAILED
+        else:
+            try:
+                values, metrics = self._validate_values(out.returned, out.metrics)
+                st = TrialState.COMPLETE
+            except (TypeError, KeyError, ValueError) as exc:
+                st = TrialState.FAILED
+                error = ErrorInfo(type(exc).__name__, exc.args[0] if exc.args else str(exc), "")
+        if st is not TrialState.COMPLETE and error is None:
+            error = ErrorInfo("Failed", f"marked {st.value} by tell()", "")
+        feasible = st is TrialState.COMPLETE and all(
+            c.satisfied(values.get(c.name, metrics.get(c.name, math.nan))) for c in self.constraints
+        )
+        return TrialRecord(
+            number=live.number,
+            state=st,
+            params=dict(live.params),
+            values=values,
+            metrics=metrics,
+            feasible=feasible if st is TrialState.COMPLETE else False,
+            phases=dict(out.phases),
+            started_at=out.started_at,
+            duration_s=out.duration_s,
+            proposed_by=live.proposed_by,
+            proposal=dict(live.proposal),
+            error=error,
+            host=out.host,
+            worker=out.worker,
+            device=out.device,
+            noise=dict(out.noise),
+            user_attrs=dict(out.user_attrs),
+        )
+
+    def _interrupt_running(self, why: str) -> None:
+        for t in list(self._running.values()):
+            self.tell(t, outcome=TrialOutcome(
+                t.number, None, dict(t.phases), dict(t.metrics), dict(t.noise),
+                dict(t.user_attrs), t.started_at, t.duration_s(),
+                ErrorInfo("Interrupted", why, "")))
+
+    def optimize(self, objective: ObjectiveFn, n_trials: int, batch_size: int = 1,
+                 executor: str | Executor = "local", timeout_s: float | None = None,
+                 show_progress: bool | None = None) -> list[TrialRecord]:
+        """Run ``n_trials`` more trials.
+
+        Args:
+            objective: ``objective(trial) -> dict`` of objective (and constraint)
+                metrics. Exceptions, NaN or wrong names fail that trial only.
+            n_trials: How many trials to run in this call (``>= 1``).
+            batch_size: ``q``, proposals made together per round.
+            executor: ``"local"`` or an :class:`~ecopt.executors.Executor`.
+            timeout_s: Stop proposing new trials after this many seconds.
+            show_progress: A progress bar (default: when stderr is a terminal).
+
+        Returns:
+            The records of the trials this call ran.
+
+        Raises:
+            ValueError: for ``n_trials < 1`` or ``batch_size < 1``.
+            KeyboardInterrupt: re-raised after running trials are recorded as
+                failed (``Interrupted``), so the log stays complete.
+        """
+        self._require_writable()
+        if not callable(objective):
+            raise ValueError(f"objective must be callable, got {objective!r}")
+        for what, v in (("n_trials", n_trials), ("batch_size", batch_size)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{what} >= 1 must hold, got {what}={v!r}")
+        if timeout_s is not None and not timeout_s > 0:
+            raise ValueError(f"timeout_s > 0 must hold, got {timeout_s}")
+        ex = get_executor(executor)
+        owns_executor = not isinstance(executor, Executor)
+        from ecopt.progress import Progress
+
+        progress = Progress(self, n_trials, enabled=show_progress)
+        t0 = time.monotonic()
+        done: list[TrialRecord] = []
+        in_flight: dict[Future[TrialOutcome], Trial] = {}
+        to_start = n_trials
+        try:
+            while to_start > 0 or in_flight:
+                expired = timeout_s is not None and time.monotonic() - t0 > timeout_s
+                free = ex.slots - len(in_flight)
+                if to_start > 0 and free > 0 and not expired:
+                    k = min(batch_size, to_start, free)
+                    trials = self.ask(k)
+                    if not trials and not in_flight:
+                        log.warning("the sampler has nothing left to propose; stopping")
+                        break
+                    to_start -= len(trials)
+                    for t in trials:
+                        in_flight[ex.submit(objective, t)] = t
+                elif expired:
+                    to_start = 0
+                if not in_flight:
+                    continue
+                finished, _ = wait(list(in_flight), return_when=FIRST_COMPLETED)
+                for fut in sorted(finished, key=lambda f: in_flight[f].number):
+                    t = in_flight.pop(fut)
+                    try:
+                        out = fut.result()
+                    except Exception as exc:  # the executor could not run it
+                        out = TrialOutcome(t.number, None, {}, {}, {}, {}, t.started_at,
+                                           t.duration_s(), ErrorInfo.from_exception(exc))
+                    rec = self.tell(t, outcome=out)
+                    done.append(rec)
+                    progress.update(rec)
+        except KeyboardInterrupt:
+            self._interrupt_running("stopped by KeyboardInterrupt")
+            progress.close()
+            raise
+        finally:
+            progress.close()
+            if owns_executor:
+                ex.close()
+        return done
+
+    # -- results -------------------------------------------------------------
+    @property
+    def directions(self) -> list[str]:
+        return [o.direction for o in self.objectives]
+
+    def _front_records(self) -> list[TrialRecord]:
+        ok = [r for r in self._records if r.state is TrialState.COMPLETE and r.feasible]
+        if not ok:
+            return []
+        Y = np.array([[r.values[o.name] for o in self.objectives] for r in ok])
+        mask = pareto.non_dominated(Y, self.directions)
+        return [r for r, m in zip(ok, mask) if m]
+
+    def best_trials(self) -> list[TrialRecord]:
+        """The non-dominated, complete, constraint-satisfying trials."""
+        return self._front_records()
+
+    def reference_point(self) -> list[float] | None:
+        """Objective thresholds, with inferred values where none was given.
+
+        Returns ``None`` when a threshold is missing and no trial completed yet.
+        """
+        thr = [o.threshold for o in self.objectives]
+        if all(t is not None for t in thr):
+            return [float(t) for t in thr]  # type: ignore[arg-type]
+        ok = [r for r in self._records if r.state is TrialState.COMPLETE and r.feasible]
+        if not ok:
+            return None
+        Y = np.array([[r.values[o.name] for o in self.objectives] for r in ok])
+        inferred = pareto.infer_reference_point(Y, directions=self.directions)
+        return [float(t) if t is not None else float(v) for t, v in zip(thr, inferred)]
+
+    def hypervolume(self, ref_point: Sequence[float] | None = None) -> float:
+        """Hypervolume of the observed front against ``ref_point`` (default :meth:`reference_point`)."""
+        front = self._front_records()
+        ref = list(ref_point) if ref_point is not None else self.reference_point()
+        if not front or ref is None:
+            return 0.0
+        Y = np.array([[r.values[o.name] for o in self.objectives] for r in front])
+        return pareto.hypervolume(Y, ref, self.directions)
+
+    def trials_dataframe(self) -> Any:
+        """Every finished trial as a pandas DataFrame (columns in docs/api.md)."""
+        from ecopt.frames import trials_dataframe
+
+        return trials_dataframe(self._records, self.space, self.objectives, self.constraints)
+
+    def pareto_front(self) -> Any:
+        """The non-dominated complete feasible trials as a DataFrame (same columns)."""
+        from ecopt.frames import trials_dataframe
+
+        return trials_dataframe(self._front_records(), self.space, self.objectives,
+                                self.constraints)
+
+    def __repr__(self) -> str:
+        where = str(self.path) if self.path else "memory"
+        return (f"Study(name={self.name!r}, trials={len(self._records)}, storage={where!r}, "
+                f"objectives={[o.name for o in self.objectives]})")
+
+
+def load_study(path: str | Path) -> Study:
+    """Open a study directory read-only, for plotting and reports.
+
+    Reads only ``study.json`` and ``trials.jsonl`` (plain JSON; nothing is
+    unpickled or run). A torn last line is skipped with a warning.
+
+    Raises:
+        NotAStudyError: when ``path`` holds no ecopt study.
+    """
+    return Study.load(path)
