@@ -58,6 +58,7 @@ __all__ = [
     "NotAStudyError",
     "SpecMismatchError",
     "StudyLockedError",
+    "DaskExecutor",
     "pareto",
     "samplers",
     "meters",
@@ -69,6 +70,10 @@ _LAZY_MODULES = {"pareto", "samplers", "meters", "plot", "executors", "data", "w
 
 def __getattr__(name: str) -> Any:
     # Submodules on first use, so `import ecopt` stays light (no torch, no matplotlib).
+    if name == "DaskExecutor":
+        from ecopt.executors.dask import DaskExecutor
+
+        return DaskExecutor
     if name in _LAZY_MODULES:
         import importlib
 

@@ -1,0 +1,25 @@
+"""Shared fixtures. Every test runs without a GPU; hardware is faked at the lowest layer."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+# Keep BLAS/torch from oversubscribing the 2-core CI machine.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+@pytest.fixture(autouse=True)
+def _torch_threads() -> None:
+    try:
+        import torch
+    except ImportError:  # pragma: no cover
+        return
+    torch.set_num_threads(1)
+
+
+@pytest.fixture
+def run_dir(tmp_path):
+    """A fresh study directory path (not created)."""
+    return tmp_path / "study"
