@@ -1,0 +1,179 @@
+"""A ready objective: train a torch MLP classifier, then measure its inference samples/J.
+
+Data defaults to scikit-learn's digits (1,797 real 8x8 images, shipped with
+scikit-learn: no download). The objective reads these params from the trial
+(missing ones take the defaults of :class:`ClassifierObjective`):
+
+``width`` (hidden units), ``depth`` (hidden layers), ``lr`` (Adam learning
+rate), ``batch_size`` (training batch), ``epochs``, ``inference_batch_size``.
+
+It measures two phases, ``train`` and ``inference`` (``inference_passes``
+passes over the test set, so the window is long enough for a meter to resolve)
+and returns ``accuracy`` and ``samples_per_joule`` (inference).
+
+Example:
+    >>> objective = ClassifierObjective(epochs=4)
+    >>> study.optimize(objective, n_trials=20)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ecopt.trial import Trial
+
+__all__ = ["ClassifierObjective", "build_mlp", "load_digits_split", "train_classifier", "evaluate",
+           "count_parameters"]
+
+
+def load_digits_split(test_fraction: float = 0.2, seed: int = 0
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """scikit-learn's digits, standardised with training statistics, split stratified.
+
+    Returns:
+        ``(X_train, y_train, X_test, y_test)``; X as float32 ``(n, 64)``, y as int64.
+    """
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    if not 0 < test_fraction < 1:
+        raise ValueError(f"0 < test_fraction < 1 must hold, got {test_fraction}")
+    X, y = load_digits(return_X_y=True)
+    Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=test_fraction, random_state=seed,
+                                          stratify=y)
+    mu, sd = Xtr.mean(axis=0), Xtr.std(axis=0) + 1e-6
+    return (((Xtr - mu) / sd).astype(np.float32), ytr.astype(np.int64),
+            ((Xte - mu) / sd).astype(np.float32), yte.astype(np.int64))
+
+
+def build_mlp(in_dim: int, n_classes: int, width: int, depth: int) -> Any:
+    """An MLP: ``depth`` hidden layers of ``width`` units with ReLU.
+
+    Raises:
+        ValueError: for non-positive sizes.
+    """
+    import torch.nn as nn
+
+    for what, v in (("in_dim", in_dim), ("n_classes", n_classes), ("width", width),
+                    ("depth", depth)):
+        if int(v) < 1:
+            raise ValueError(f"{what} >= 1 must hold, got {what}={v}")
+    layers: list[nn.Module] = []
+    d = in_dim
+    for _ in range(int(depth)):
+        layers += [nn.Linear(d, int(width)), nn.ReLU()]
+        d = int(width)
+    layers.append(nn.Linear(d, n_classes))
+    return nn.Sequential(*layers)
+
+
+def count_parameters(model: Any) -> int:
+    """Number of trainable parameters."""
+    return int(sum(p.numel() for p in model.parameters() if p.requires_grad))
+
+
+def train_classifier(model: Any, X: np.ndarray, y: np.ndarray, lr: float, batch_size: int,
+                     epochs: int, seed: int = 0) -> float:
+    """Train with Adam and cross-entropy; returns the last epoch's mean loss."""
+    import torch
+
+    if batch_size < 1 or epochs < 1 or not lr > 0:
+        raise ValueError(f"batch_size >= 1, epochs >= 1 and lr > 0 must hold, got "
+                         f"batch_size={batch_size}, epochs={epochs}, lr={lr}")
+    g = torch.Generator().manual_seed(seed)
+    Xt, yt = torch.from_numpy(X), torch.from_numpy(y)
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    model.train()
+    last = float("nan")
+    for _ in range(epochs):
+        perm = torch.randperm(len(Xt), generator=g)
+        total, n = 0.0, 0
+        for i in range(0, len(Xt), batch_size):
+            idx = perm[i:i + batch_size]
+            opt.zero_grad()
+            loss = loss_fn(model(Xt[idx]), yt[idx])
+            loss.backward()
+            opt.step()
+            total += loss.item() * len(idx)
+            n += len(idx)
+        last = total / n
+    return last
+
+
+def evaluate(model: Any, X: np.ndarray, y: np.ndarray, batch_size: int = 256,
+             passes: int = 1) -> float:
+    """Accuracy over ``X``; ``passes`` repeats the whole inference (for metering)."""
+    import torch
+
+    model.eval()
+    Xt, yt = torch.from_numpy(X), torch.from_numpy(y)
+    correct = 0
+    with torch.inference_mode():
+        for _ in range(passes):
+            correct = 0
+            for i in range(0, len(Xt), batch_size):
+                correct += int((model(Xt[i:i + batch_size]).argmax(dim=1)
+                                == yt[i:i + batch_size]).sum())
+    return correct / len(Xt)
+
+
+@dataclass
+class ClassifierObjective:
+    """Train + evaluate an MLP on digits; returns accuracy and inference samples/J.
+
+    Picklable (a plain dataclass), so process and Dask executors can ship it.
+
+    Args:
+        epochs: Training epochs when the trial has no ``epochs`` param.
+        width, depth, lr, batch_size: Defaults for params the space does not search.
+        inference_batch_size: Default inference batch.
+        inference_passes: Passes over the test set inside the ``inference`` phase.
+        seed: Data split and training seed.
+    """
+
+    epochs: int = 4
+    width: int = 64
+    depth: int = 2
+    lr: float = 1e-2
+    batch_size: int = 64
+    inference_batch_size: int = 256
+    inference_passes: int = 20
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.inference_passes < 1:
+            raise ValueError(f"inference_passes >= 1 must hold, got {self.inference_passes}")
+        self._data: tuple[np.ndarray, ...] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_data"] = None
+        return state
+
+    def _p(self, trial: Trial, name: str) -> Any:
+        return trial.params.get(name, getattr(self, name))
+
+    def __call__(self, trial: Trial) -> dict[str, float]:
+        import torch
+
+        with trial.phase("load"):
+            if self._data is None:
+                self._data = load_digits_split(seed=self.seed)
+            Xtr, ytr, Xte, yte = self._data
+        torch.manual_seed(self.seed + trial.number)
+        model = build_mlp(Xtr.shape[1], int(ytr.max()) + 1, int(self._p(trial, "width")),
+                          int(self._p(trial, "depth")))
+        trial.set_metric("n_params", count_parameters(model))
+        with trial.phase("train", samples=len(Xtr) * int(self._p(trial, "epochs"))):
+            train_classifier(model, Xtr, ytr, float(self._p(trial, "lr")),
+                             int(self._p(trial, "batch_size")), int(self._p(trial, "epochs")),
+                             seed=self.seed + trial.number)
+        n_inf = len(Xte) * self.inference_passes
+        with trial.phase("inference", samples=n_inf):
+            acc = evaluate(model, Xte, yte, int(self._p(trial, "inference_batch_size")),
+                           passes=self.inference_passes)
+        return {"accuracy": acc, "samples_per_joule": trial.samples_per_joule("inference")}
