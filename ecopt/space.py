@@ -135,6 +135,8 @@ class Float(Parameter):
             raise ValueError(
                 f"a log-scale dimension needs low > 0, got low={self.low}"
             )
+        object.__setattr__(self, "low", float(self.low))
+        object.__setattr__(self, "high", float(self.high))
 
     def validate(self, value: object, name: str = "value") -> float:
         if not _is_number(value):

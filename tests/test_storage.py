@@ -1,0 +1,129 @@
+"""The trial log: plain JSON lines, torn lines skipped, one writer at a time."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import ecopt
+from ecopt.errors import NotAStudyError, StudyLockedError
+from ecopt.storage import StudyStorage, read_jsonl
+
+SPACE = ecopt.SearchSpace({"x": ecopt.Float(0, 1)})
+OBJS = [ecopt.Objective("a", "max"), ecopt.Objective("b", "min")]
+
+
+def _study(path, **kw):
+    kw.setdefault("sampler", "random")
+    kw.setdefault("meter", "estimate")
+    return ecopt.Study(SPACE, OBJS, storage=path, **kw)
+
+
+def _f(t):
+    with t.phase("work", samples=10):
+        sum(range(1000))
+    return {"a": t["x"], "b": (1 - t["x"]) ** 2}
+
+
+def test_files_are_plain_json_with_provenance(run_dir):
+    s = _study(run_dir)
+    s.optimize(_f, n_trials=3)
+    s.close()
+    spec = json.loads((run_dir / "study.json").read_text())
+    assert spec["format"] == "ecopt-study" and spec["space"]["x"]["type"] == "float"
+    assert spec["host"]["cpu_count"] >= 1 and "python" in spec["host"]
+    assert spec["meter"]["meter"] == "estimate"
+    lines = (run_dir / "trials.jsonl").read_text().splitlines()
+    assert len(lines) == 3
+    rec = json.loads(lines[0])
+    assert rec["state"] == "complete" and rec["number"] == 0
+    comp = rec["phases"]["work"]["components"]["cpu"]
+    assert comp["source"] == "estimate-cpu-time" and comp["measured"] is False
+    assert rec["phases"]["work"]["samples"] == 10
+    assert rec["proposed_by"] in ("random", "sobol")
+
+
+def test_torn_last_line_is_skipped_with_warning(run_dir):
+    s = _study(run_dir)
+    s.optimize(_f, n_trials=2)
+    s.close()
+    with open(run_dir / "trials.jsonl", "a") as f:
+        f.write('{"number": 2, "state": "compl')
+    with pytest.warns(RuntimeWarning, match="torn last line 3"):
+        loaded = ecopt.load_study(run_dir)
+    assert [r.number for r in loaded.records] == [0, 1]
+    # Writing after a torn tail starts a fresh line, so the new record survives.
+    with pytest.warns(RuntimeWarning):
+        s2 = _study(run_dir)
+        s2.optimize(_f, n_trials=1)
+        s2.close()
+    with pytest.warns(RuntimeWarning, match="corrupt line 3"):
+        assert [r.number for r in ecopt.load_study(run_dir).records] == [0, 1, 2]
+
+
+def test_loading_never_unpickles(run_dir, tmp_path):
+    s = _study(run_dir)
+    s.optimize(_f, n_trials=1)
+    s.close()
+    marker = tmp_path / "pwned"
+    evil = {"number": 7, "state": "complete", "params": {"x": 0.5}, "values": {"a": 1, "b": 1},
+            "user_attrs": {"__reduce__": f"os.system('touch {marker}')"},
+            "error": None}
+    with open(run_dir / "trials.jsonl", "a") as f:
+        f.write(json.dumps(evil) + "\n")
+        f.write("cos\nsystem\n(S'touch " + str(marker) + "'\ntR.\n")  # a pickle payload
+    with pytest.warns(RuntimeWarning):
+        loaded = ecopt.load_study(run_dir)
+    assert not marker.exists()
+    assert {r.number for r in loaded.records} == {0, 7}
+
+
+def test_second_writer_gets_a_clear_error(run_dir):
+    s = _study(run_dir)
+    code = textwrap.dedent(f"""
+        import ecopt, sys
+        try:
+            ecopt.Study(ecopt.SearchSpace({{"x": ecopt.Float(0, 1)}}),
+                        [ecopt.Objective("a", "max"), ecopt.Objective("b", "min")],
+                        storage={str(run_dir)!r}, sampler="random", meter="estimate")
+        except ecopt.StudyLockedError as e:
+            print("LOCKED", e); sys.exit(3)
+    """)
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 3, p.stderr
+    assert "open for writing in another process" in p.stdout and "load_study" in p.stdout
+    # Readers are fine while the writer holds the lock.
+    assert ecopt.load_study(run_dir).records == []
+    s.close()
+    _study(run_dir).close()  # the lock is free again
+
+
+def test_in_process_second_writer_is_locked(run_dir):
+    s = _study(run_dir)
+    with pytest.raises(StudyLockedError):
+        StudyStorage(run_dir)
+    s.close()
+
+
+def test_not_a_study(tmp_path):
+    with pytest.raises(NotAStudyError, match="has no study.json"):
+        ecopt.load_study(tmp_path)
+    (tmp_path / "study.json").write_text("{not json")
+    with pytest.raises(NotAStudyError, match="not valid JSON"):
+        ecopt.load_study(tmp_path)
+    (tmp_path / "study.json").write_text('{"format": "other"}')
+    with pytest.raises(NotAStudyError, match="not an ecopt study file"):
+        ecopt.load_study(tmp_path)
+    with pytest.raises(NotAStudyError, match="not a directory"):
+        ecopt.load_study(tmp_path / "missing")
+
+
+def test_read_jsonl_skips_non_objects(tmp_path):
+    p = tmp_path / "x.jsonl"
+    p.write_text('{"a": 1}\n[1, 2]\n{"b": 2}\n')
+    with pytest.warns(RuntimeWarning, match="corrupt line 2"):
+        assert list(read_jsonl(p)) == [{"a": 1}, {"b": 2}]
