@@ -1,0 +1,858 @@
+"""Report data: everything a report shows, computed from a study directory alone.
+
+This module only computes (no matplotlib, no HTML); :mod:`ecopt.plot` draws
+its objects and :mod:`ecopt.report_html` lays them out. A report is a pure
+function of ``study.json`` + ``trials.jsonl`` (or of a live :class:`~ecopt.Study`).
+
+What is computed:
+
+* **Front membership**: the non-dominated complete trials that satisfy every
+  constraint (the same set as :meth:`Study.best_trials`).
+* **Hypervolume series**: after each trial (in trial-number order), the
+  hypervolume of the trials so far against one fixed reference point (the
+  study's final :meth:`Study.reference_point`), so the series never decreases
+  and its last value equals :meth:`Study.hypervolume`. Each point also carries
+  the energy the search had spent by then (every phase of every trial, failed
+  ones included).
+* **Per-phase energy** of each front trial, with the source of each component.
+* **Search energy and payback**: the joules of every measured phase of every
+  trial, and how many items (inferences, tokens...) at the most efficient
+  front point recover them compared with a baseline trial::
+
+      items_to_recover = search_energy_j / (baseline_j_per_item - best_j_per_item)
+
+* **Provenance**: which meter and source produced each joule, and whether any
+  of it was estimated (then every figure says so).
+
+Example:
+    >>> from ecopt.report import build_report
+    >>> data = build_report("runs/quickstart", baseline=0)
+    >>> data.front, data.hypervolume, data.energy_estimated
+    ((3, 7, 11), 0.0123, True)
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import re
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ecopt import pareto
+from ecopt.objective import Constraint, Objective
+from ecopt.trial import TrialRecord, TrialState
+
+if TYPE_CHECKING:
+    from ecopt.study import Study
+
+__all__ = [
+    "HypervolumePoint",
+    "PhaseEnergy",
+    "Provenance",
+    "Payback",
+    "ReportData",
+    "CompareEntry",
+    "CompareData",
+    "build_report",
+    "build_compare",
+    "open_study",
+    "is_energy_metric",
+    "axis_names",
+    "axis_values",
+    "check_axis",
+    "DERIVED_AXES",
+]
+
+#: Per-trial numbers usable as plot axes besides objectives, metrics and numeric params.
+DERIVED_AXES = ("energy_j", "duration_s")
+
+_ENERGY_RE = re.compile(r"(joule|energy|watt|power|kwh|co2|carbon|(^|_)(j|wh|w)($|_)|per_j\b)",
+                        re.IGNORECASE)
+
+
+def is_energy_metric(name: str) -> bool:
+    """Whether a metric name denotes an energy-derived number (samples/J, energy_j, power_w...).
+
+    Such axes get an "(estimated)" label when the study's energy was estimated.
+    """
+    return name in DERIVED_AXES[:1] or bool(_ENERGY_RE.search(name))
+
+
+# ---------------------------------------------------------------------------
+# plain data objects
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HypervolumePoint:
+    """The search's state after one more trial.
+
+    Attributes:
+        trial: Trial number just added.
+        n_trials: How many trials (any state) are counted so far.
+        cumulative_energy_j: Joules spent by those trials (every phase, failed ones too).
+        hypervolume: Hypervolume of the feasible complete trials so far, against
+            the report's fixed reference point.
+    """
+
+    trial: int
+    n_trials: int
+    cumulative_energy_j: float
+    hypervolume: float
+
+
+@dataclass(frozen=True)
+class PhaseEnergy:
+    """Energy of one phase of one trial, with its provenance.
+
+    Attributes:
+        trial: Trial number.
+        phase: Phase name.
+        energy_j: Joules over every window of the phase.
+        duration_s: Seconds over every window of the phase.
+        samples: Items processed, when the objective gave ``samples=``.
+        measured: ``False`` when any component was estimated.
+        sources: ``component=source`` pairs, ``;``-joined.
+        meter: Name of the meter.
+    """
+
+    trial: int
+    phase: str
+    energy_j: float
+    duration_s: float
+    samples: int | None
+    measured: bool
+    sources: str
+    meter: str
+
+    @property
+    def j_per_sample(self) -> float | None:
+        """Joules per item, when the item count is known and positive."""
+        if not self.samples:
+            return None
+        return self.energy_j / self.samples
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a share of the study's joules came from.
+
+    Attributes:
+        meter: Meter name (``estimate``, ``nvml``...).
+        component: ``cpu``, ``gpu:0``, ``ram``...
+        source: ``estimate-cpu-time``, ``nvml-energy-counter``...
+        measured: Hardware reading (``True``) or estimate (``False``).
+        energy_j: Joules from this (meter, component, source) over the whole study.
+        note: One example note the meter attached (constants of an estimate...).
+    """
+
+    meter: str
+    component: str
+    source: str
+    measured: bool
+    energy_j: float
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class Payback:
+    """How many items at the best front point recover the energy the search spent.
+
+    Attributes:
+        phase: The per-item phase compared (``inference`` by default).
+        baseline_trial: The configuration the user would have run without the search.
+        best_trial: The front trial with the fewest joules per item in ``phase``.
+        baseline_j_per_item: Joules per item of the baseline.
+        best_j_per_item: Joules per item of the best front trial.
+        search_energy_j: Joules the search spent (every phase of every trial).
+        estimated: Whether any of these joules were estimated.
+    """
+
+    phase: str
+    baseline_trial: int
+    best_trial: int
+    baseline_j_per_item: float
+    best_j_per_item: float
+    search_energy_j: float
+    estimated: bool
+
+    @property
+    def saving_j_per_item(self) -> float:
+        """Joules saved on every item by running the best trial instead of the baseline."""
+        return self.baseline_j_per_item - self.best_j_per_item
+
+    @property
+    def items_to_recover(self) -> float | None:
+        """``search_energy_j / saving_j_per_item``; ``None`` when nothing is saved."""
+        saving = self.saving_j_per_item
+        if not saving > 0:
+            return None
+        return self.search_energy_j / saving
+
+    def describe(self) -> str:
+        """One sentence, e.g. "The search's 412 J (estimated) are recovered after 9.1e+05 items..."."""
+        est = " (estimated)" if self.estimated else ""
+        n = self.items_to_recover
+        if n is None:
+            return (f"Trial {self.best_trial} uses {_fmt(self.best_j_per_item)} J{est} per "
+                    f"{self.phase} item, no less than baseline trial {self.baseline_trial} "
+                    f"({_fmt(self.baseline_j_per_item)} J{est}): the search's "
+                    f"{_fmt(self.search_energy_j)} J{est} are never recovered in this phase.")
+        return (f"The search spent {_fmt(self.search_energy_j)} J{est}. Running trial "
+                f"{self.best_trial} ({_fmt(self.best_j_per_item)} J per {self.phase} item) "
+                f"instead of baseline trial {self.baseline_trial} "
+                f"({_fmt(self.baseline_j_per_item)} J per item) saves "
+                f"{_fmt(self.saving_j_per_item)} J{est} per item: the search is recovered "
+                f"after {_fmt(math.ceil(n))} {self.phase} items.")
+
+
+def _fmt(v: float | None) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, (int, np.integer)) or (isinstance(v, float) and v.is_integer()
+                                             and abs(v) < 1e15):
+        return f"{int(v):,}"
+    return f"{v:.4g}"
+
+
+@dataclass(frozen=True)
+class ReportData:
+    """Everything a report shows about one study (plain data, no drawing).
+
+    Attributes:
+        name: Study name.
+        path: Study directory ("" for an in-memory study).
+        spec: The parsed ``study.json`` (empty for an in-memory study).
+        objectives: The study's objectives.
+        constraints: The study's constraints.
+        records: Every finished trial, by trial number.
+        front: Trial numbers on the Pareto front, ordered by the first objective.
+        reference_point: One value per objective (thresholds where given,
+            else inferred), or ``None`` when nothing completed.
+        reference_inferred: Per objective, whether its value was inferred.
+        hypervolume: Hypervolume of the front against ``reference_point``.
+        hv_series: One :class:`HypervolumePoint` per trial, by trial number.
+        phase_energy: :class:`PhaseEnergy` of every phase of every front trial.
+        phases: Every phase name seen, in first-seen order.
+        search_energy_j: Joules of every phase of every trial.
+        search_duration_s: Wall-clock seconds summed over trials.
+        energy_estimated: Whether any joule in the study was estimated.
+        energy_measured_any: Whether any joule was measured by hardware.
+        provenance: Where the joules came from.
+        counts: Trials by kind: ``complete`` (feasible), ``violates_constraints``,
+            ``failed``, ``infeasible``.
+        best: Objective name -> trial number of its best feasible value.
+        knee: Trial number of the front's knee point, or ``None``.
+        payback: Search energy payback against ``--baseline``, or ``None``.
+        payback_note: Why there is no payback figure, when there is none.
+        inferences: Items per deployment for lifecycle energy, if asked for.
+        lifecycle_energy_j: Front trial -> energy of its non-inference phases +
+            ``inferences`` x joules per inference item.
+        unfinished: Trials started (``running.jsonl``) with no finished record yet.
+        warnings: Problems with the log or the request (skipped lines, no
+            complete trial, unusable baseline); each is shown in the report.
+        generated_at: When the report data was computed (ISO 8601 UTC).
+    """
+
+    name: str
+    path: str
+    spec: dict[str, Any]
+    objectives: tuple[Objective, ...]
+    constraints: tuple[Constraint, ...]
+    records: tuple[TrialRecord, ...]
+    front: tuple[int, ...]
+    reference_point: tuple[float, ...] | None
+    reference_inferred: tuple[bool, ...]
+    hypervolume: float
+    hv_series: tuple[HypervolumePoint, ...]
+    phase_energy: tuple[PhaseEnergy, ...]
+    phases: tuple[str, ...]
+    search_energy_j: float
+    search_duration_s: float
+    energy_estimated: bool
+    energy_measured_any: bool
+    provenance: tuple[Provenance, ...]
+    counts: dict[str, int]
+    best: dict[str, int]
+    knee: int | None
+    payback: Payback | None = None
+    payback_note: str | None = None
+    inferences: float | None = None
+    lifecycle_energy_j: dict[int, float] = field(default_factory=dict)
+    unfinished: tuple[int, ...] = ()
+    warnings: tuple[str, ...] = ()
+    generated_at: str = ""
+
+    # -- convenience ----------------------------------------------------------
+    @property
+    def objective_names(self) -> list[str]:
+        return [o.name for o in self.objectives]
+
+    @property
+    def directions(self) -> list[str]:
+        return [o.direction for o in self.objectives]
+
+    @property
+    def energy_known(self) -> bool:
+        """Whether any trial has any energy component at all."""
+        return bool(self.provenance)
+
+    def record(self, number: int) -> TrialRecord:
+        """The record of trial ``number``.
+
+        Raises:
+            KeyError: when no finished trial has that number.
+        """
+        for r in self.records:
+            if r.number == number:
+                return r
+        raise KeyError(f"no finished trial {number} in study {self.name!r}")
+
+    def front_records(self) -> list[TrialRecord]:
+        """Front records, in :attr:`front` order."""
+        by_num = {r.number: r for r in self.records}
+        return [by_num[n] for n in self.front]
+
+    def kind(self, record: TrialRecord) -> str:
+        """``front``, ``complete``, ``violates constraints``, ``failed`` or ``infeasible``."""
+        if record.state is TrialState.COMPLETE:
+            if not record.feasible:
+                return "violates constraints"
+            return "front" if record.number in self.front else "complete"
+        return record.state.value
+
+    def axis_label(self, name: str) -> str:
+        """Axis label for a metric: its direction, and "(estimated)" for energy-derived
+        numbers when the study's energy was estimated."""
+        label = name
+        for o in self.objectives:
+            if o.name == name:
+                label += f" [{o.direction}]"
+        if name == "energy_j":
+            label = "energy per trial (J)"
+        if is_energy_metric(name) and self.energy_estimated:
+            label += " (estimated)"
+        return label
+
+
+@dataclass(frozen=True)
+class CompareEntry:
+    """One study in a comparison.
+
+    Attributes:
+        name: Study name (directory name where names clash).
+        path: Study directory.
+        n_trials: Finished trials.
+        n_complete: Complete feasible trials.
+        front_values: ``(k, M)`` objective values of its front (rows by first objective).
+        front_numbers: Trial numbers of those rows.
+        hypervolume: Hypervolume against the shared reference point.
+        hv_series: Hypervolume after each trial against the shared reference point.
+        search_energy_j: Joules the search spent.
+        energy_estimated: Whether any joule was estimated.
+        sampler: Sampler name from ``study.json``.
+        host: CPU model / GPUs line from ``study.json``.
+        warnings: Problems reading this study.
+    """
+
+    name: str
+    path: str
+    n_trials: int
+    n_complete: int
+    front_values: tuple[tuple[float, ...], ...]
+    front_numbers: tuple[int, ...]
+    hypervolume: float
+    hv_series: tuple[HypervolumePoint, ...]
+    search_energy_j: float
+    energy_estimated: bool
+    sampler: str
+    host: str
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CompareData:
+    """Several studies of the same objectives against one shared reference point."""
+
+    objectives: tuple[Objective, ...]
+    reference_point: tuple[float, ...] | None
+    reference_given: bool
+    entries: tuple[CompareEntry, ...]
+
+    @property
+    def energy_estimated(self) -> bool:
+        return any(e.energy_estimated for e in self.entries)
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        return tuple(f"{e.name}: {w}" for e in self.entries for w in e.warnings)
+
+    def axis_label(self, name: str) -> str:
+        label = name
+        for o in self.objectives:
+            if o.name == name:
+                label += f" [{o.direction}]"
+        if is_energy_metric(name) and self.energy_estimated:
+            label += " (estimated)"
+        return label
+
+
+# ---------------------------------------------------------------------------
+# loading
+# ---------------------------------------------------------------------------
+
+
+def open_study(source: Study | str | Path) -> tuple[Study, list[str]]:
+    """A study and the warnings raised while reading its log.
+
+    Args:
+        source: A :class:`~ecopt.Study` (used as is) or a study directory
+            (opened read-only).
+
+    Returns:
+        ``(study, warnings)``; warnings are one-line strings (torn or corrupt
+        lines that were skipped).
+
+    Raises:
+        NotAStudyError: when the directory holds no ecopt study.
+    """
+    from ecopt.study import Study, load_study
+
+    if isinstance(source, Study):
+        return source, []
+    if not isinstance(source, (str, Path)):
+        raise ValueError(f"expected a Study or a study directory, got {source!r}")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        study = load_study(source)
+    return study, [str(w.message) for w in caught]
+
+
+def _unfinished(study: Study) -> tuple[int, ...]:
+    if study.path is None or study._storage is None:
+        return tuple(t.number for t in study.running)
+    done = {r.number for r in study.records}
+    out: set[int] = set()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for run in study._storage.read_running():
+            try:
+                n = int(run["number"])
+            except (KeyError, TypeError, ValueError):
+                continue
+            if n not in done:
+                out.add(n)
+    return tuple(sorted(out))
+
+
+# ---------------------------------------------------------------------------
+# computing
+# ---------------------------------------------------------------------------
+
+
+def _ok(records: Sequence[TrialRecord]) -> list[TrialRecord]:
+    return [r for r in records if r.state is TrialState.COMPLETE and r.feasible]
+
+
+def _matrix(records: Sequence[TrialRecord], names: Sequence[str]) -> np.ndarray:
+    return np.array([[r.values[n] for n in names] for r in records], dtype=float).reshape(
+        len(records), len(names))
+
+
+def _front_numbers(records: Sequence[TrialRecord], objectives: Sequence[Objective]) -> tuple[int, ...]:
+    ok = _ok(records)
+    if not ok:
+        return ()
+    names = [o.name for o in objectives]
+    dirs = [o.direction for o in objectives]
+    Y = _matrix(ok, names)
+    mask = pareto.non_dominated(Y, dirs)
+    front = [r for r, m in zip(ok, mask) if m]
+    sign = 1.0 if dirs[0] == "max" else -1.0
+    front.sort(key=lambda r: (sign * r.values[names[0]], r.number))
+    return tuple(r.number for r in front)
+
+
+def hypervolume_series(records: Sequence[TrialRecord], objectives: Sequence[Objective],
+                       ref_point: Sequence[float] | None) -> tuple[HypervolumePoint, ...]:
+    """Hypervolume after each trial (by trial number) against one fixed reference point.
+
+    Args:
+        records: Finished trials (any order, any state).
+        objectives: The study's objectives.
+        ref_point: The fixed reference point; ``None`` gives a series of zeros.
+
+    Returns:
+        One point per record, in trial-number order; never decreasing.
+    """
+    names = [o.name for o in objectives]
+    dirs = [o.direction for o in objectives]
+    out: list[HypervolumePoint] = []
+    energy = 0.0
+    hv = 0.0
+    ok: list[TrialRecord] = []
+    for i, r in enumerate(sorted(records, key=lambda r: r.number)):
+        energy += r.energy_j
+        if r.state is TrialState.COMPLETE and r.feasible:
+            ok.append(r)
+            if ref_point is not None:
+                hv = pareto.hypervolume(_matrix(ok, names), list(ref_point), dirs)
+        out.append(HypervolumePoint(r.number, i + 1, energy, hv))
+    return tuple(out)
+
+
+def _phase_energy(record: TrialRecord) -> list[PhaseEnergy]:
+    out = []
+    for name, p in record.phases.items():
+        m = p.measurement
+        sources = ";".join(f"{k}={c.source}" for k, c in m.components.items())
+        out.append(PhaseEnergy(record.number, name, p.energy_j, p.duration_s, p.samples,
+                               p.measured, sources, m.meter))
+    return out
+
+
+def _provenance(records: Sequence[TrialRecord]) -> tuple[Provenance, ...]:
+    acc: dict[tuple[str, str, str, bool], list[Any]] = {}
+    for r in records:
+        for p in r.phases.values():
+            m = p.measurement
+            for comp, c in m.components.items():
+                key = (m.meter, comp, c.source, c.measured)
+                slot = acc.setdefault(key, [0.0, c.note])
+                slot[0] += c.energy_j
+    return tuple(Provenance(k[0], k[1], k[2], k[3], v[0], v[1]) for k, v in acc.items())
+
+
+def _pick_phase(baseline: TrialRecord, phase: str | None) -> tuple[str | None, str | None]:
+    """The per-item phase for payback, or (None, why not)."""
+    if phase is not None:
+        p = baseline.phases.get(phase)
+        if p is None:
+            return None, (f"baseline trial {baseline.number} has no phase {phase!r} "
+                          f"(its phases: {list(baseline.phases)})")
+        if not p.samples:
+            return None, (f"phase {phase!r} of baseline trial {baseline.number} has no sample "
+                          "count; pass samples= to trial.phase(...)")
+        return phase, None
+    if "inference" in baseline.phases and baseline.phases["inference"].samples:
+        return "inference", None
+    for name, p in baseline.phases.items():
+        if p.samples:
+            return name, None
+    return None, (f"baseline trial {baseline.number} has no phase with a sample count "
+                  f"(phases: {list(baseline.phases)}); pass samples= to trial.phase(...) "
+                  "so joules per item are known")
+
+
+def _payback(records: Sequence[TrialRecord], front: Sequence[int], baseline: int,
+             phase: str | None, search_energy_j: float, estimated: bool
+             ) -> tuple[Payback | None, str | None, str | None]:
+    """(payback, note, warning)."""
+    by_num = {r.number: r for r in records}
+    if baseline not in by_num:
+        nums = sorted(by_num)
+        have = f"trials {nums[0]}..{nums[-1]}" if nums else "no finished trials"
+        return None, None, f"--baseline {baseline}: no finished trial {baseline} ({have})"
+    base = by_num[baseline]
+    ph, why = _pick_phase(base, phase)
+    if ph is None:
+        return None, None, f"no payback figure: {why}"
+    bp = base.phases[ph]
+    if not bp.energy_j > 0:
+        return None, None, (f"no payback figure: phase {ph!r} of baseline trial {baseline} "
+                            f"has {bp.energy_j} J (meter {bp.measurement.meter!r} gives no energy)")
+    base_jpi = bp.energy_j / float(bp.samples or 1)
+    cands: list[tuple[float, int]] = []
+    for n in front:
+        p = by_num[n].phases.get(ph)
+        if p is not None and p.samples and p.energy_j > 0:
+            cands.append((p.energy_j / p.samples, n))
+    if not cands:
+        return None, None, (f"no payback figure: no front trial measured phase {ph!r} "
+                            "with a sample count")
+    best_jpi, best_n = min(cands)
+    pb = Payback(ph, baseline, best_n, base_jpi, best_jpi, search_energy_j, estimated)
+    return pb, None, None
+
+
+def build_report(source: Study | str | Path, *, baseline: int | None = None,
+                 phase: str | None = None, inferences: float | None = None,
+                 ref_point: Sequence[float] | None = None) -> ReportData:
+    """Compute a study's report data.
+
+    Args:
+        source: A :class:`~ecopt.Study` or a study directory.
+        baseline: Trial number of the configuration the search is compared with
+            for the payback figure (``ecopt report --baseline``).
+        phase: The per-item phase for payback and lifecycle energy (default
+            ``inference``, else the baseline's first phase with a sample count).
+        inferences: Items per deployment: lifecycle energy of each front trial
+            is its other phases + ``inferences`` x joules per item.
+        ref_point: Reference point for the hypervolume (default: the study's
+            thresholds, inferred where missing).
+
+    Returns:
+        A :class:`ReportData`. Problems that still leave something to show
+        (skipped log lines, no complete trial, an unusable baseline) are in
+        its ``warnings``.
+
+    Raises:
+        NotAStudyError: when ``source`` is a directory without an ecopt study.
+        ValueError: for a reference point of the wrong length or a negative
+            ``inferences``.
+    """
+    study, warns = open_study(source)
+    objectives = tuple(study.objectives)
+    names = [o.name for o in objectives]
+    dirs = [o.direction for o in objectives]
+    records = tuple(sorted(study.records, key=lambda r: r.number))
+    if inferences is not None and not (inferences >= 0 and math.isfinite(inferences)):
+        raise ValueError(f"inferences must be a finite number >= 0, got {inferences}")
+
+    if ref_point is not None:
+        ref: tuple[float, ...] | None = tuple(float(v) for v in ref_point)
+        if len(ref) != len(objectives):
+            raise ValueError(f"ref_point needs one value per objective {names}, got {list(ref)}")
+        inferred = tuple(False for _ in objectives)
+    else:
+        rp = study.reference_point()
+        ref = tuple(rp) if rp is not None else None
+        inferred = tuple(o.threshold is None for o in objectives)
+
+    front = _front_numbers(records, objectives)
+    ok = _ok(records)
+    hv = (pareto.hypervolume(_matrix([r for r in ok if r.number in front], names), list(ref), dirs)
+          if ref is not None and front else 0.0)
+    series = hypervolume_series(records, objectives, ref)
+
+    by_num = {r.number: r for r in records}
+    phase_names: list[str] = []
+    for r in records:
+        for ph in r.phases:
+            if ph not in phase_names:
+                phase_names.append(ph)
+    phase_energy = tuple(pe for n in front for pe in _phase_energy(by_num[n]))
+    prov = _provenance(records)
+    estimated = any(not p.measured for p in prov)
+    measured_any = any(p.measured for p in prov)
+    search_j = float(sum(r.energy_j for r in records))
+
+    counts = {"complete": 0, "violates_constraints": 0, "failed": 0, "infeasible": 0}
+    for r in records:
+        if r.state is TrialState.COMPLETE:
+            counts["complete" if r.feasible else "violates_constraints"] += 1
+        else:
+            counts[r.state.value] += 1
+
+    best: dict[str, int] = {}
+    for o in objectives:
+        if ok:
+            pick = max if o.direction == "max" else min
+            best[o.name] = pick(ok, key=lambda r, n=o.name: r.values[n]).number
+    knee = None
+    if front:
+        fr = [by_num[n] for n in front]
+        knee = fr[pareto.knee_point(_matrix(fr, names), dirs)].number
+
+    warn_list = list(warns)
+    if not records:
+        warn_list.append("the study has no finished trials yet: nothing to plot")
+    elif not ok:
+        warn_list.append(
+            f"no trial completed within the constraints ({counts['failed']} failed, "
+            f"{counts['infeasible']} infeasible, {counts['violates_constraints']} broke a "
+            "constraint): there is no Pareto front; see the trial table for the errors")
+    if records and not prov:
+        warn_list.append("no trial has an energy reading (meter gives durations only?): "
+                         "energy figures are empty")
+
+    payback = None
+    note = None
+    if baseline is not None:
+        payback, note, w = _payback(records, front, baseline, phase, search_j, estimated)
+        if w:
+            warn_list.append(w)
+    else:
+        note = "pass --baseline TRIAL (build_report(baseline=...)) for the payback figure"
+
+    lifecycle: dict[int, float] = {}
+    if inferences is not None:
+        for n in front:
+            r = by_num[n]
+            ph = phase or ("inference" if "inference" in r.phases else
+                           next((k for k, p in r.phases.items() if p.samples), None))
+            if ph is None or ph not in r.phases or not r.phases[ph].samples:
+                continue
+            p = r.phases[ph]
+            rest = sum(q.energy_j for k, q in r.phases.items() if k != ph)
+            lifecycle[n] = rest + inferences * p.energy_j / float(p.samples or 1)
+
+    spec = dict(study.spec)
+    return ReportData(
+        name=str(study.name or (study.path.name if study.path else "study")),
+        path=str(study.path) if study.path else "",
+        spec=spec,
+        objectives=objectives,
+        constraints=tuple(study.constraints),
+        records=records,
+        front=front,
+        reference_point=ref,
+        reference_inferred=inferred,
+        hypervolume=float(hv),
+        hv_series=series,
+        phase_energy=phase_energy,
+        phases=tuple(phase_names),
+        search_energy_j=search_j,
+        search_duration_s=float(sum(r.duration_s for r in records)),
+        energy_estimated=estimated,
+        energy_measured_any=measured_any,
+        provenance=prov,
+        counts=counts,
+        best=best,
+        knee=knee,
+        payback=payback,
+        payback_note=note,
+        inferences=inferences,
+        lifecycle_energy_j=lifecycle,
+        unfinished=_unfinished(study),
+        warnings=tuple(warn_list),
+        generated_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    )
+
+
+# ---------------------------------------------------------------------------
+# axes
+# ---------------------------------------------------------------------------
+
+
+def axis_names(data: ReportData) -> list[str]:
+    """Names usable as ``--x``/``--y``: objectives, metrics, numeric params, energy_j, duration_s."""
+    out = list(data.objective_names)
+    for c in data.constraints:
+        if c.name not in out:
+            out.append(c.name)
+    for r in data.records:
+        for m in r.metrics:
+            if m not in out:
+                out.append(m)
+    for r in data.records:
+        for k, v in r.params.items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in out:
+                out.append(k)
+    out += [d for d in DERIVED_AXES if d not in out]
+    return out
+
+
+def axis_values(data: ReportData, name: str, record: TrialRecord) -> float:
+    """The value of axis ``name`` for one record (NaN when it has none).
+
+    Raises:
+        ValueError: when ``name`` is not an axis of this study.
+    """
+    if name in record.values:
+        return float(record.values[name])
+    if name in record.metrics:
+        return float(record.metrics[name])
+    if name == "energy_j":
+        return float(record.energy_j) if record.phases else math.nan
+    if name == "duration_s":
+        return float(record.duration_s)
+    v = record.params.get(name)
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return float(v)
+    return math.nan
+
+
+def check_axis(data: ReportData, name: str) -> None:
+    """Raise ``ValueError`` naming the valid choices when ``name`` is not an axis."""
+    names = axis_names(data)
+    if name not in names:
+        raise ValueError(f"unknown metric {name!r} for study {data.name!r}; choose one of "
+                         f"{names}")
+
+
+# ---------------------------------------------------------------------------
+# comparing
+# ---------------------------------------------------------------------------
+
+
+def build_compare(sources: Sequence[Study | str | Path],
+                  ref_point: Sequence[float] | None = None) -> CompareData:
+    """Fronts and hypervolumes of several studies against one shared reference point.
+
+    The shared point is ``ref_point`` when given, else the objectives'
+    thresholds where every study sets the same one, else inferred from the
+    union of every study's complete feasible trials.
+
+    Raises:
+        ValueError: for fewer than two studies, different objectives, or a
+            reference point of the wrong length.
+        NotAStudyError: when a directory holds no study.
+    """
+    if len(sources) < 2:
+        raise ValueError(f"compare needs two or more studies, got {len(sources)}")
+    loaded = [open_study(s) for s in sources]
+    first = loaded[0][0]
+    names = [o.name for o in first.objectives]
+    dirs = [o.direction for o in first.objectives]
+    for st, _ in loaded[1:]:
+        if [o.name for o in st.objectives] != names or [o.direction for o in st.objectives] != dirs:
+            raise ValueError(
+                f"studies must share objectives to be compared: {first.name!r} has "
+                f"{list(zip(names, dirs))}, {st.name!r} has "
+                f"{[(o.name, o.direction) for o in st.objectives]}")
+    given = ref_point is not None
+    ref: tuple[float, ...] | None
+    if ref_point is not None:
+        ref = tuple(float(v) for v in ref_point)
+        if len(ref) != len(names):
+            raise ValueError(f"ref_point needs one value per objective {names}, got {list(ref)}")
+    else:
+        all_ok = [r for st, _ in loaded for r in _ok(st.records)]
+        thr: list[float | None] = []
+        for i in range(len(names)):
+            ts = {st.objectives[i].threshold for st, _ in loaded}
+            thr.append(ts.pop() if len(ts) == 1 else None)
+        if all_ok:
+            inferred = pareto.infer_reference_point(_matrix(all_ok, names), directions=dirs)
+            ref = tuple(float(t) if t is not None else float(v) for t, v in zip(thr, inferred))
+        elif all(t is not None for t in thr):
+            ref = tuple(float(t) for t in thr)  # type: ignore[arg-type]
+        else:
+            ref = None
+    entries: list[CompareEntry] = []
+    seen: dict[str, int] = {}
+    for st, warns in loaded:
+        recs = sorted(st.records, key=lambda r: r.number)
+        front = _front_numbers(recs, st.objectives)
+        by_num = {r.number: r for r in recs}
+        fvals = tuple(tuple(by_num[n].values[k] for k in names) for n in front)
+        hv = (pareto.hypervolume(np.array(fvals), list(ref), dirs) if ref is not None and fvals
+              else 0.0)
+        prov = _provenance(recs)
+        name = str(st.name or "study")
+        if name in seen:
+            name = f"{name} ({st.path})"
+        seen[name] = 1
+        host = st.spec.get("host", {}) if isinstance(st.spec.get("host"), dict) else {}
+        gpus = host.get("gpus") or []
+        host_line = str(host.get("cpu_model", "")) + (f" + {', '.join(map(str, gpus))}" if gpus else "")
+        sampler = st.spec.get("sampler", {})
+        w = list(warns)
+        if not _ok(recs):
+            w.append("no complete feasible trial: empty front")
+        entries.append(CompareEntry(
+            name=name, path=str(st.path or ""), n_trials=len(recs), n_complete=len(_ok(recs)),
+            front_values=fvals, front_numbers=front, hypervolume=float(hv),
+            hv_series=hypervolume_series(recs, st.objectives, ref),
+            search_energy_j=float(sum(r.energy_j for r in recs)),
+            energy_estimated=any(not p.measured for p in prov),
+            sampler=str(sampler.get("name", "")) if isinstance(sampler, dict) else str(sampler),
+            host=host_line, warnings=tuple(w)))
+    return CompareData(tuple(first.objectives), ref, given, tuple(entries))
