@@ -476,26 +476,52 @@ class Study:
 
     def optimize(self, objective: ObjectiveFn, n_trials: int, batch_size: int = 1,
                  executor: str | Executor = "local", timeout_s: float | None = None,
-                 show_progress: bool | None = None) -> list[TrialRecord]:
+                 show_progress: bool | None = None, *, asynchronous: bool = True
+                 ) -> list[TrialRecord]:
         """Run ``n_trials`` more trials.
+
+        With an executor that runs several trials at once (``"processes"``,
+        :class:`~ecopt.DaskExecutor`), up to ``executor.slots`` trials are in
+        flight. Asynchronous (the default): as soon as one finishes, a new one
+        is proposed with the others passed to the sampler as pending, so no
+        worker idles. Synchronous (``asynchronous=False``): ``batch_size``
+        proposals are made together and all of them finish before the next
+        batch. The driver alone writes the trial log.
 
         Args:
             objective: ``objective(trial) -> dict`` of objective (and constraint)
                 metrics. Exceptions, NaN or wrong names fail that trial only.
+                Executors with worker processes need it picklable (a
+                module-level function or class instance).
             n_trials: How many trials to run in this call (``>= 1``).
-            batch_size: ``q``, proposals made together per round.
-            executor: ``"local"`` or an :class:`~ecopt.executors.Executor`.
-            timeout_s: Stop proposing new trials after this many seconds.
+            batch_size: ``q``, proposals made together per round (at most the
+                executor's free slots).
+            executor: ``"local"``, ``"processes"``, ``"dask"`` or an
+                :class:`~ecopt.executors.Executor` (e.g. ``ecopt.DaskExecutor(...)``).
+                An executor passed by name is closed at the end; an instance is not.
+            timeout_s: Stop proposing new trials after this many seconds (trials
+                in flight finish). Per-trial limits are the executor's
+                ``trial_timeout_s``.
             show_progress: A progress bar (default: when stderr is a terminal).
+            asynchronous: Propose a new trial whenever a slot frees (default),
+                or wait for each full batch.
 
         Returns:
             The records of the trials this call ran.
 
         Raises:
-            ValueError: for ``n_trials < 1`` or ``batch_size < 1``.
+            ValueError: for ``n_trials < 1`` or ``batch_size < 1``, or an
+                objective the executor cannot send to its workers (unpicklable),
+                before any trial starts.
+            ExecutorLostError: the executor went away (the Dask scheduler
+                stopped); trials in flight were recorded as failed
+                (``Interrupted``) first, so the log is complete and the study
+                can be resumed.
             KeyboardInterrupt: re-raised after running trials are recorded as
                 failed (``Interrupted``), so the log stays complete.
         """
+        from ecopt.executors import ExecutorLostError
+
         self._require_writable()
         if not callable(objective):
             raise ValueError(f"objective must be callable, got {objective!r}")
@@ -506,6 +532,12 @@ class Study:
             raise ValueError(f"timeout_s > 0 must hold, got {timeout_s}")
         ex = get_executor(executor)
         owns_executor = not isinstance(executor, Executor)
+        try:
+            ex.check_objective(objective)  # an unpicklable objective fails before any trial
+        except BaseException:
+            if owns_executor:
+                ex.close()
+            raise
         from ecopt.progress import Progress
 
         progress = Progress(self, n_trials, enabled=show_progress)
@@ -513,37 +545,70 @@ class Study:
         done: list[TrialRecord] = []
         in_flight: dict[Future[TrialOutcome], Trial] = {}
         to_start = n_trials
+
+        def finish(t: Trial, out: TrialOutcome) -> None:
+            rec = self.tell(t, outcome=out)
+            done.append(rec)
+            progress.update(rec)
+
+        def interrupt(trials: list[Trial], why: str) -> None:
+            for t in sorted(trials, key=lambda t: t.number):
+                if t.number in self._running:
+                    finish(t, TrialOutcome(t.number, None, {}, {}, {}, {}, t.started_at,
+                                           t.duration_s(), ErrorInfo("Interrupted", why, "")))
+
         try:
             while to_start > 0 or in_flight:
-                expired = timeout_s is not None and time.monotonic() - t0 > timeout_s
-                free = ex.slots - len(in_flight)
-                if to_start > 0 and free > 0 and not expired:
-                    k = min(batch_size, to_start, free)
-                    trials = self.ask(k)
-                    if not trials and not in_flight:
-                        log.warning("the sampler has nothing left to propose; stopping")
-                        break
-                    to_start -= len(trials)
-                    for t in trials:
-                        in_flight[ex.submit(objective, t)] = t
-                elif expired:
+                if timeout_s is not None and time.monotonic() - t0 > timeout_s:
                     to_start = 0
+                free = ex.slots - len(in_flight)
+                if to_start > 0 and free > 0 and (asynchronous or not in_flight):
+                    trials = self.ask(min(batch_size, to_start, free))
+                    if not trials:
+                        log.warning("the sampler has nothing left to propose; stopping")
+                        to_start = 0
+                        continue
+                    to_start -= len(trials)
+                    for i, t in enumerate(trials):
+                        try:
+                            in_flight[ex.submit(objective, t)] = t
+                        except ExecutorLostError as exc:
+                            interrupt(list(in_flight.values()) + trials[i:],
+                                      f"the executor was lost: {exc}")
+                            raise
+                    if asynchronous and to_start > 0 and ex.slots > len(in_flight):
+                        continue  # fill every free slot before waiting
                 if not in_flight:
                     continue
-                finished, _ = wait(list(in_flight), return_when=FIRST_COMPLETED)
+                finished, _ = wait(list(in_flight), timeout=1.0, return_when=FIRST_COMPLETED)
+                lost: ExecutorLostError | None = None
                 for fut in sorted(finished, key=lambda f: in_flight[f].number):
                     t = in_flight.pop(fut)
                     try:
                         out = fut.result()
+                    except ExecutorLostError as exc:
+                        lost = exc
+                        in_flight[fut] = t
+                        continue
                     except Exception as exc:  # the executor could not run it
                         out = TrialOutcome(t.number, None, {}, {}, {}, {}, t.started_at,
                                            t.duration_s(), ErrorInfo.from_exception(exc))
-                    rec = self.tell(t, outcome=out)
-                    done.append(rec)
-                    progress.update(rec)
+                    finish(t, out)
+                if lost is not None:
+                    n_lost = len(in_flight)
+                    interrupt(list(in_flight.values()), f"the executor was lost: {lost}")
+                    in_flight.clear()
+                    where = f"the log in {str(self.path)!r} is complete" if self.path else \
+                        "this in-memory study keeps its records"
+                    raise ExecutorLostError(
+                        f"{lost}; {n_lost} trial(s) in flight were recorded as failed "
+                        f"(Interrupted) and {where}. Bring the scheduler back (or use another "
+                        "executor), re-open the study with the same storage and call optimize() "
+                        "again to resume"
+                    ) from lost
         except KeyboardInterrupt:
+            interrupt(list(in_flight.values()), "stopped by KeyboardInterrupt")
             self._interrupt_running("stopped by KeyboardInterrupt")
-            progress.close()
             raise
         finally:
             progress.close()

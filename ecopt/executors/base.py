@@ -3,18 +3,105 @@
 The study (the driver) asks the sampler, submits trials to an executor and
 writes every outcome to the log itself (single writer). An executor only runs
 ``run_objective(objective, trial)`` where it can and returns a future.
+
+Faults have two levels:
+
+* one trial's worker died, or the trial ran past ``trial_timeout_s``: the
+  future resolves to a :class:`~ecopt.trial.TrialOutcome` whose error type is
+  ``"WorkerLost"`` (the record's ``interrupted`` is true, so it may be proposed
+  again) or ``"TrialTimeout"``; the study goes on with the other workers;
+* the executor as a whole is gone (the Dask scheduler went away): futures
+  raise :class:`ExecutorLostError`; the study records every trial in flight as
+  interrupted and re-raises, with its log intact for a resume.
 """
 
 from __future__ import annotations
 
+import datetime as _dt
+import socket
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import replace
 from typing import Any
 
-from ecopt.trial import Trial, TrialOutcome
+from ecopt.errors import EcoptError
+from ecopt.trial import ErrorInfo, Trial, TrialOutcome, run_objective
 
-__all__ = ["Executor"]
+__all__ = [
+    "Executor",
+    "ExecutorLostError",
+    "WORKER_LOST",
+    "TRIAL_TIMEOUT",
+    "fault_outcome",
+    "execute_trial",
+    "objective_name",
+]
+
+#: Error type of a trial whose worker process died (``TrialRecord.interrupted`` is true).
+WORKER_LOST = "WorkerLost"
+#: Error type of a trial that ran longer than the executor's ``trial_timeout_s``.
+TRIAL_TIMEOUT = "TrialTimeout"
+
+
+class ExecutorLostError(EcoptError):
+    """The executor as a whole went away (e.g. the Dask scheduler stopped).
+
+    Raised by :meth:`ecopt.Study.optimize` after every trial in flight was
+    recorded as failed (``Interrupted``). The trial log is complete: restart the
+    scheduler (or pick another executor), re-open the study with the same
+    storage directory and call ``optimize`` again to resume.
+    """
+
+
+def _now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def objective_name(objective: Any) -> str:
+    """A readable name of an objective for error messages (``module.qualname``)."""
+    mod = getattr(objective, "__module__", None) or type(objective).__module__
+    qual = getattr(objective, "__qualname__", None) or type(objective).__qualname__
+    return f"{mod}.{qual}"
+
+
+def fault_outcome(trial: Trial, error_type: str, message: str, *, started_at: str | None = None,
+                  duration_s: float | None = None, host: str = "", worker: str = "",
+                  device: str = "") -> TrialOutcome:
+    """The outcome of a trial that produced nothing (its worker died, it timed out...).
+
+    Args:
+        trial: The driver's live trial.
+        error_type: :data:`WORKER_LOST`, :data:`TRIAL_TIMEOUT`, ...
+        message: What happened and what the study did about it.
+        started_at: When it started on its worker (default: when it was asked).
+        duration_s: Seconds it ran (default: since it was asked).
+        host, worker, device: Where it ran, when known.
+    """
+    return TrialOutcome(
+        number=trial.number, returned=None, phases={}, metrics={}, noise={}, user_attrs={},
+        started_at=started_at or trial.started_at,
+        duration_s=trial.duration_s() if duration_s is None else float(duration_s),
+        error=ErrorInfo(error_type, message, ""), infeasible=False,
+        host=host, worker=worker, device=device,
+    )
+
+
+def execute_trial(objective: Callable[[Trial], Any], trial: Trial, *, worker: str | None = None,
+                  device: str | None = None) -> TrialOutcome:
+    """Run one trial where it landed (in a worker process), stamping where and when.
+
+    The trial's start time is reset to now, so ``started_at``/``duration_s``
+    cover the run itself, not the time it waited in a queue (overlaps between
+    concurrent trials are computed from these).
+    """
+    trial.started_at = _now_iso()
+    trial._t0 = time.perf_counter()  # the driver's clock means nothing here
+    out = run_objective(objective, trial)
+    return replace(out, host=out.host or socket.gethostname(),
+                   worker=out.worker if worker is None else worker,
+                   device=out.device if device is None else device)
 
 
 class Executor(ABC):
@@ -32,8 +119,16 @@ class Executor(ABC):
     def submit(self, objective: Callable[[Trial], Any], trial: Trial) -> Future[TrialOutcome]:
         """Start one trial; the future resolves to its outcome.
 
-        A future that raises means the trial could not run or its worker was
-        lost; the study records it as failed.
+        Trial-level faults (worker died, timeout) resolve to an outcome with an
+        error. A future that raises :class:`ExecutorLostError` means the whole
+        executor is gone; any other exception fails that trial only.
+        """
+
+    def check_objective(self, objective: Callable[[Trial], Any]) -> None:
+        """Raise ``ValueError`` when ``objective`` cannot be sent to this executor's workers.
+
+        Called by the study before any trial starts. In-process executors
+        accept anything callable.
         """
 
     def close(self) -> None:

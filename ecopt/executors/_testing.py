@@ -1,0 +1,108 @@
+"""Module-level objectives for executor tests and benchmarks.
+
+Objectives sent to worker processes must be importable there, so they live in
+the package (not in test files, which pytest imports under private names).
+Every objective here takes a two-parameter space ``x, y`` in ``[0, 1]`` and
+returns two objectives to minimise (a ZDT1-like front).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+from ecopt.trial import Trial
+
+__all__ = ["zdt1", "quick", "Sleepy", "PidThenSleep", "suicide", "report_env", "pending_seen"]
+
+
+def zdt1(x: float, y: float) -> dict[str, float]:
+    """ZDT1 on two variables (both minimised; the front is ``f2 = 1 - sqrt(f1)`` at ``y = 0``)."""
+    g = 1.0 + 9.0 * y
+    return {"f1": x, "f2": g * (1.0 - math.sqrt(x / g))}
+
+
+def quick(trial: Trial) -> dict[str, float]:
+    """ZDT1 at once."""
+    return zdt1(float(trial["x"]), float(trial["y"]))
+
+
+class Sleepy:
+    """ZDT1 after sleeping ``duration_s`` (a trial of controlled length).
+
+    Args:
+        duration_s: Seconds each trial takes.
+        hang_numbers: Trial numbers that sleep ``hang_s`` instead (a hung trial).
+        hang_s: How long a hung trial sleeps.
+        busy: Spin the CPU instead of sleeping (fixed compute per trial).
+    """
+
+    def __init__(self, duration_s: float = 0.2, hang_numbers: tuple[int, ...] = (),
+                 hang_s: float = 3600.0, busy: bool = False) -> None:
+        self.duration_s = duration_s
+        self.hang_numbers = tuple(hang_numbers)
+        self.hang_s = hang_s
+        self.busy = busy
+
+    def __call__(self, trial: Trial) -> dict[str, float]:
+        d = self.hang_s if trial.number in self.hang_numbers else self.duration_s
+        with trial.phase("work"):
+            if self.busy:
+                end = time.perf_counter() + d
+                while time.perf_counter() < end:
+                    pass
+            else:
+                time.sleep(d)
+        return zdt1(float(trial["x"]), float(trial["y"]))
+
+
+class PidThenSleep:
+    """Write ``<dir>/<number>.pid`` then sleep; a test kills that process.
+
+    Args:
+        directory: Where the pid files go.
+        victim: The trial number that sleeps ``victim_s`` (long enough to be killed).
+        duration_s: How long other trials sleep.
+        victim_s: How long the victim sleeps.
+    """
+
+    def __init__(self, directory: str | os.PathLike[str], victim: int = 1,
+                 duration_s: float = 0.2, victim_s: float = 120.0) -> None:
+        self.directory = str(directory)
+        self.victim = victim
+        self.duration_s = duration_s
+        self.victim_s = victim_s
+
+    def __call__(self, trial: Trial) -> dict[str, float]:
+        path = Path(self.directory) / f"{trial.number}.pid"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(str(os.getpid()))
+        tmp.replace(path)
+        time.sleep(self.victim_s if trial.number == self.victim else self.duration_s)
+        return zdt1(float(trial["x"]), float(trial["y"]))
+
+
+def suicide(trial: Trial) -> dict[str, float]:
+    """Trial 0 kills its own process with SIGKILL; others return ZDT1."""
+    if trial.number == 0:
+        os.kill(os.getpid(), signal.SIGKILL)
+    time.sleep(0.1)
+    return zdt1(float(trial["x"]), float(trial["y"]))
+
+
+def report_env(trial: Trial) -> dict[str, float]:
+    """ZDT1, with the worker's ``CUDA_VISIBLE_DEVICES`` and pid as user attributes."""
+    trial.set_user_attr("cuda_visible_devices", os.environ.get("CUDA_VISIBLE_DEVICES"))
+    trial.set_user_attr("pid", os.getpid())
+    time.sleep(0.2)
+    return zdt1(float(trial["x"]), float(trial["y"]))
+
+
+def pending_seen(trial: Trial) -> dict[str, Any]:
+    """ZDT1 after 0.3 s (for async-proposal tests, which inspect the sampler's inputs)."""
+    time.sleep(0.3)
+    return zdt1(float(trial["x"]), float(trial["y"]))

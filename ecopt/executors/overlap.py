@@ -1,0 +1,85 @@
+"""Which trials ran at the same time on the same host.
+
+Concurrent trials on one host share its CPU package, DRAM and fans: a
+host-wide CPU meter (RAPL, CodeCarbon) sees their sum, and there is no honest
+way to split it between them. GPU energy stays per trial when each trial has
+its own GPU (``CUDA_VISIBLE_DEVICES`` set by the executor). This module finds
+the overlaps from the trial log (``host``, ``started_at``, ``duration_s``), so
+a report can flag the CPU energy of overlapping trials.
+
+Example:
+    >>> from ecopt.executors import overlapping_trials
+    >>> overlapping_trials(study.records)
+    {0: [1], 1: [0, 2], 2: [1]}
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections import defaultdict
+from collections.abc import Iterable
+
+from ecopt.trial import TrialRecord
+
+__all__ = ["overlapping_trials", "max_concurrency"]
+
+
+def _interval(r: TrialRecord) -> tuple[float, float] | None:
+    if not r.started_at:
+        return None
+    try:
+        t0 = _dt.datetime.fromisoformat(r.started_at).timestamp()
+    except ValueError:
+        return None
+    return t0, t0 + max(r.duration_s, 0.0)
+
+
+def overlapping_trials(records: Iterable[TrialRecord]) -> dict[int, list[int]]:
+    """For every trial, the trials that ran at the same time on the same host.
+
+    Args:
+        records: Finished trials (e.g. ``study.records``).
+
+    Returns:
+        Trial number -> sorted numbers of the other trials whose run
+        ``[started_at, started_at + duration_s]`` intersects its own on the
+        same ``host`` (trials without a host or start time are left out).
+        Trials that overlapped nothing map to ``[]``.
+    """
+    by_host: dict[str, list[tuple[float, float, int]]] = defaultdict(list)
+    out: dict[int, list[int]] = {}
+    for r in records:
+        iv = _interval(r)
+        if iv is None or not r.host:
+            continue
+        by_host[r.host].append((iv[0], iv[1], r.number))
+        out[r.number] = []
+    for runs in by_host.values():
+        runs.sort()
+        for i, (s0, e0, n0) in enumerate(runs):
+            for s1, e1, n1 in runs[i + 1:]:
+                if s1 >= e0:
+                    break
+                if min(e0, e1) > s1:
+                    out[n0].append(n1)
+                    out[n1].append(n0)
+    return {k: sorted(v) for k, v in sorted(out.items())}
+
+
+def max_concurrency(records: Iterable[TrialRecord]) -> dict[str, int]:
+    """Host -> the largest number of trials that ran at once on it."""
+    events: dict[str, list[tuple[float, int]]] = defaultdict(list)
+    for r in records:
+        iv = _interval(r)
+        if iv is None or not r.host:
+            continue
+        events[r.host] += [(iv[0], 1), (iv[1], -1)]
+    peak: dict[str, int] = {}
+    for host, ev in events.items():
+        ev.sort(key=lambda e: (e[0], e[1]))  # an end before a start at the same instant
+        cur = best = 0
+        for _, d in ev:
+            cur += d
+            best = max(best, cur)
+        peak[host] = best
+    return peak
