@@ -189,7 +189,7 @@ class Meter(ABC):
             duration_s=end - handle.start_time,
             components=components,
             meter=self.name,
-            details=self.describe(),
+            details=self.window_details(),
         )
 
     @abstractmethod
@@ -203,6 +203,10 @@ class Meter(ABC):
     def describe(self) -> dict[str, Any]:
         """Settings and facts recorded with every measurement and in ``study.json``."""
         return {"meter": self.name}
+
+    def window_details(self) -> dict[str, Any]:
+        """What each :class:`Measurement` records in ``details`` (default: :meth:`describe`)."""
+        return self.describe()
 
     def close(self) -> None:
         """Release resources (threads, library handles). Safe to call twice."""
