@@ -64,6 +64,10 @@ class Study:
         name: A label for reports (default: the storage directory's name).
         overwrite: Start afresh in a directory that holds another study; the
             old files are moved to ``replaced-<time>/`` inside it, never deleted.
+        idle_s: Measure idle power for this many seconds before the first
+            trial (recorded in ``study.json`` under ``"idle"``; kept on resume).
+        subtract_idle: Subtract idle power x duration from every phase's
+            energy; raw joules stay in each measurement's ``extras``.
 
     Raises:
         ValueError: for bad arguments (unknown sampler or meter name, bad
@@ -86,6 +90,8 @@ class Study:
         name: str | None = None,
         overwrite: bool = False,
         *,
+        idle_s: float = 0.0,
+        subtract_idle: bool = False,
         _readonly: bool = False,
         _spec: Mapping[str, Any] | None = None,
     ) -> None:
@@ -114,6 +120,7 @@ class Study:
             self.sampler: Sampler | None = None
             self.meter: Meter | None = None
             self.name = name or self.spec.get("name") or ""
+            self.idle = self.spec.get("idle")
             return
 
         self.sampler = get_sampler(sampler)
@@ -128,6 +135,19 @@ class Study:
             except BaseException:
                 self._storage.close()
                 raise
+        self.idle: dict[str, Any] | None = None
+        if idle_s or subtract_idle or "idle" in self.spec:
+            from ecopt.meters.idle import setup_study_idle
+
+            try:
+                self.meter, self.idle = setup_study_idle(self.meter, self.spec, idle_s,
+                                                         subtract_idle)
+            except BaseException:
+                self.close()
+                raise
+            if self.idle is not None and self._storage is not None:
+                self.spec.update(idle=self.idle, meter=self.meter.describe())
+                self._storage.write_spec(self.spec)
 
     # -- storage -------------------------------------------------------------
     def _spec_core(self) -> dict[str, Any]:

@@ -123,3 +123,38 @@ def subtract_idle(m: Measurement, idle: dict[str, Any]) -> Measurement:
                                                 "seconds": idle.get("seconds"),
                                                 "measured_at": idle.get("measured_at")}}
     return replace(m, components=comps, extras=extras, details=details)
+
+
+def setup_study_idle(meter: Meter, spec: dict[str, Any], idle_s: float, subtract_idle: bool
+                     ) -> tuple[Meter, dict[str, Any] | None]:
+    """What ``Study(idle_s=..., subtract_idle=...)`` does with idle power.
+
+    Measures idle power for ``idle_s`` seconds unless ``spec`` (a resumed
+    study's ``study.json``) already holds a record from the same meter, and
+    wraps ``meter`` in :class:`IdleSubtractingMeter` when ``subtract_idle``.
+
+    Returns:
+        ``(meter to use, idle record or None)``; the record carries
+        ``subtracted: bool`` and goes into ``study.json`` under ``"idle"``.
+
+    Raises:
+        ValueError: for a negative or non-finite ``idle_s``, or
+            ``subtract_idle`` with nothing to subtract.
+    """
+    if isinstance(idle_s, bool) or not isinstance(idle_s, (int, float)) \
+            or not math.isfinite(idle_s) or idle_s < 0:
+        raise ValueError(f"idle_s must be a finite number >= 0, got {idle_s!r}")
+    old = spec.get("idle") if isinstance(spec.get("idle"), dict) else None
+    if old is not None and old.get("meter") != meter.name:
+        old = None  # measured with another meter: not comparable
+    if idle_s > 0 and old is None:
+        idle: dict[str, Any] | None = measure_idle(meter, float(idle_s))
+    else:
+        idle = dict(old) if old is not None else None
+    if subtract_idle and idle is None:
+        raise ValueError("subtract_idle=True needs an idle measurement: pass idle_s > 0 "
+                         "(a few seconds), got idle_s=0 and none recorded in the study")
+    if idle is None:
+        return meter, None
+    idle["subtracted"] = bool(subtract_idle)
+    return (IdleSubtractingMeter(meter, idle) if subtract_idle else meter), idle
