@@ -69,6 +69,8 @@ def _add_reports(sub: argparse._SubParsersAction) -> None:
                    "for the payback figure")
     p.add_argument("--inferences", type=float, default=None,
                    help="inferences per deployment for lifecycle energy (optional)")
+    p.add_argument("--phase", default=None,
+                   help="per-item phase for payback and lifecycle energy (default: inference)")
 
     p = sub.add_parser("plot", help="draw one static Pareto plot (PNG/SVG/PDF)")
     p.add_argument("run_dir", help="study directory")
