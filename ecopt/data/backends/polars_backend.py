@@ -1,0 +1,131 @@
+"""The polars backend: lazy frames, one plan, zero-copy hand-off to torch where it can.
+
+Stages add expressions to a ``LazyFrame``; each constant a stage needs (means,
+categories, stds) comes from one aggregate ``select`` collected on its own, and
+the full plan is collected once in :meth:`to_arrays`. Single numeric columns
+without nulls leave polars through Arrow buffers without a copy
+(``Series.to_numpy``); the feature matrix is one copy from columns to rows,
+which any row-major tensor needs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ecopt.data.backends.base import (
+    Backend,
+    categorical_fill,
+    check_columns,
+    check_file,
+    file_format,
+    safe_std,
+    sorted_categories,
+)
+from ecopt.data.schema import TableSchema
+
+__all__ = ["PolarsBackend"]
+
+# The strings pandas reads as missing by default, so both backends see the same nulls.
+_NULLS = ["NA", "N/A", "NaN", "nan", "NULL", "null", "None", "#N/A", "n/a", "<NA>"]
+
+
+class PolarsBackend(Backend):
+    """Lazy polars. MovieLens ``::`` lines are scanned with the one-byte separator
+    ``:``, which yields empty columns between the fields (polars takes only
+    one-byte separators); those are dropped."""
+
+    name = "polars"
+    module = "polars"
+
+    def read(self, path: str | Path, schema: TableSchema) -> Any:
+        import polars as pl
+
+        p = check_file(path, schema)
+        fmt = file_format(p, schema)
+        if fmt == "parquet":
+            lf = pl.scan_parquet(p)
+        elif fmt == "movielens":
+            n = len(schema.columns)
+            names = [schema.columns[i // 2] if i % 2 == 0 else f"_sep{i}" for i in range(2 * n - 1)]
+            lf = pl.scan_csv(p, separator=":", has_header=False, new_columns=names,
+                             schema_overrides={c: pl.Int64 for c in schema.columns})
+        else:
+            lf = pl.scan_csv(p, null_values=_NULLS, infer_schema_length=10_000)
+        found = lf.collect_schema().names()
+        check_columns(found, schema, p)
+        return lf.select(list(schema.used))
+
+    def impute(self, frame: Any, schema: TableSchema, stats: dict[str, Any]) -> Any:
+        import polars as pl
+
+        lf = frame.filter(pl.col(schema.target).is_not_null())
+        numeric = list(schema.numeric) + ([schema.target] if schema.task == "regression" else [])
+        lf = lf.with_columns([pl.col(c).cast(pl.Float64) for c in numeric])
+        means: dict[str, float] = {}
+        if schema.numeric:
+            row = lf.select([pl.col(c).mean() for c in schema.numeric]).collect().row(0)
+            means = {c: float(v) if v is not None else 0.0 for c, v in zip(schema.numeric, row)}
+        stats["impute_means"] = means
+        dtypes = lf.collect_schema()
+        return lf.with_columns(
+            [pl.col(c).fill_null(means[c]) for c in schema.numeric]
+            + [pl.col(c).fill_null(pl.lit(categorical_fill(dtypes[c].is_numeric())))
+               for c in schema.categorical])
+
+    def encode(self, frame: Any, schema: TableSchema, stats: dict[str, Any]) -> Any:
+        import polars as pl
+
+        cat_cols = list(schema.categorical)
+        if schema.task == "classification":
+            cat_cols.append(schema.target)
+        cats: dict[str, list[Any]] = {}
+        if cat_cols:
+            row = frame.select([pl.col(c).unique().implode() for c in cat_cols]).collect().row(0)
+            cats = {c: sorted_categories(v) for c, v in zip(cat_cols, row)}
+        stats["categories"] = cats
+        exprs = []
+        for c in schema.onehot:
+            exprs += [(pl.col(c) == v).cast(pl.Float64).alias(f"{c}={v}") for v in cats[c]]
+        coded = [*schema.ordinal, *([schema.target] if schema.task == "classification" else [])]
+        for c in coded:
+            exprs.append(pl.col(c).replace_strict(cats[c], list(range(len(cats[c]))),
+                                                  return_dtype=pl.Int64).alias(c))
+        return frame.with_columns(exprs).drop(list(schema.onehot))
+
+    def normalise(self, frame: Any, schema: TableSchema, stats: dict[str, Any]) -> Any:
+        import polars as pl
+
+        cols = list(schema.numeric)
+        if not cols:
+            stats["means"], stats["stds"] = {}, {}
+            return frame
+        row = frame.select([pl.col(c).mean().alias(f"m_{c}") for c in cols]
+                           + [pl.col(c).std(ddof=0).alias(f"s_{c}") for c in cols]).collect().row(0)
+        means = {c: float(row[i]) for i, c in enumerate(cols)}
+        stds = {c: safe_std(row[len(cols) + i]) for i, c in enumerate(cols)}
+        stats["means"], stats["stds"] = means, stds
+        return frame.with_columns([((pl.col(c) - means[c]) / stds[c]).alias(c) for c in cols])
+
+    def materialise(self, frame: Any) -> Any:
+        return frame.collect().lazy()
+
+    def to_arrays(self, frame: Any, schema: TableSchema, stats: dict[str, Any]
+                  ) -> dict[str, np.ndarray]:
+        import polars as pl
+
+        feats = [*schema.numeric, *(f"{c}={v}" for c in schema.onehot
+                                    for v in stats["categories"][c])]
+        df = frame.with_columns([pl.col(c).cast(pl.Float32) for c in feats]).collect()
+        out: dict[str, np.ndarray] = {
+            "features": df.select(feats).to_numpy() if feats else np.zeros((df.height, 0), np.float32),
+            "codes": (df.select(list(schema.ordinal)).to_numpy() if schema.ordinal
+                      else np.zeros((df.height, 0), np.int64)),
+            # One column, no nulls: a zero-copy view of the Arrow buffer.
+            "target": df.get_column(schema.target).to_numpy(),
+        }
+        for c in schema.passthrough:
+            out[c] = df.get_column(c).cast(pl.Float64).to_numpy()
+        return out
