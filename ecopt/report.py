@@ -788,7 +788,7 @@ def build_compare(sources: Sequence[Study | str | Path],
 
     The shared point is ``ref_point`` when given, else the objectives'
     thresholds where every study sets the same one, else inferred from the
-    union of every study's complete feasible trials.
+    worst front point of any study, less 10% of the fronts' range.
 
     Raises:
         ValueError: for fewer than two studies, different objectives, or a
@@ -814,13 +814,20 @@ def build_compare(sources: Sequence[Study | str | Path],
         if len(ref) != len(names):
             raise ValueError(f"ref_point needs one value per objective {names}, got {list(ref)}")
     else:
-        all_ok = [r for st, _ in loaded for r in _ok(st.records)]
+        # Every study's own front counts (not only the union's): the point sits
+        # just below the worst front point of any study, so no front is cut off.
+        fronts = [r for st, _ in loaded for r in _ok(st.records)
+                  if r.number in _front_numbers(st.records, st.objectives)]
         thr: list[float | None] = []
         for i in range(len(names)):
             ts = {st.objectives[i].threshold for st, _ in loaded}
             thr.append(ts.pop() if len(ts) == 1 else None)
-        if all_ok:
-            inferred = pareto.infer_reference_point(_matrix(all_ok, names), directions=dirs)
+        if fronts:
+            Z = pareto.to_maximization(_matrix(fronts, names), dirs)
+            nadir, ideal = Z.min(axis=0), Z.max(axis=0)
+            span = np.where(ideal > nadir, ideal - nadir,
+                            np.where(np.abs(nadir) > 0, np.abs(nadir), 1.0))
+            inferred = pareto.to_maximization((nadir - 0.1 * span).reshape(1, -1), dirs)[0]
             ref = tuple(float(t) if t is not None else float(v) for t, v in zip(thr, inferred))
         elif all(t is not None for t in thr):
             ref = tuple(float(t) for t in thr)  # type: ignore[arg-type]
