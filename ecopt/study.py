@@ -577,6 +577,17 @@ class Study:
                     finish(t, TrialOutcome(t.number, None, {}, {}, {}, {}, t.started_at,
                                            t.duration_s(), ErrorInfo("Interrupted", why, "")))
 
+        def executor_lost(lost: ExecutorLostError, trials: list[Trial]) -> ExecutorLostError:
+            interrupt(trials, f"the executor was lost: {lost}")
+            in_flight.clear()
+            where = f"the log in {str(self.path)!r} is complete" if self.path else \
+                "this in-memory study keeps its records"
+            return ExecutorLostError(
+                f"{lost}; {len(trials)} trial(s) in flight were recorded as failed "
+                f"(Interrupted) and {where}. Bring the scheduler back (or use another executor), "
+                "re-open the study with the same storage and call optimize() again to resume"
+            )
+
         try:
             while to_start > 0 or in_flight:
                 if timeout_s is not None and time.monotonic() - t0 > timeout_s:
@@ -593,11 +604,13 @@ class Study:
                         try:
                             in_flight[ex.submit(objective, t)] = t
                         except ExecutorLostError as exc:
-                            interrupt(list(in_flight.values()) + trials[i:],
-                                      f"the executor was lost: {exc}")
-                            raise
-                    if asynchronous and to_start > 0 and ex.slots > len(in_flight):
-                        continue  # fill every free slot before waiting
+                            raise executor_lost(exc, list(in_flight.values()) + trials[i:]) \
+                                from exc
+                    if asynchronous and to_start > 0 and ex.slots > len(in_flight) \
+                            and not any(f.done() for f in in_flight):
+                        # Fill every free slot before waiting, unless results are already
+                        # in (the local executor runs inline): the sampler must see them.
+                        continue
                 if not in_flight:
                     continue
                 finished, _ = wait(list(in_flight), timeout=1.0, return_when=FIRST_COMPLETED)
@@ -615,17 +628,7 @@ class Study:
                                            t.duration_s(), ErrorInfo.from_exception(exc))
                     finish(t, out)
                 if lost is not None:
-                    n_lost = len(in_flight)
-                    interrupt(list(in_flight.values()), f"the executor was lost: {lost}")
-                    in_flight.clear()
-                    where = f"the log in {str(self.path)!r} is complete" if self.path else \
-                        "this in-memory study keeps its records"
-                    raise ExecutorLostError(
-                        f"{lost}; {n_lost} trial(s) in flight were recorded as failed "
-                        f"(Interrupted) and {where}. Bring the scheduler back (or use another "
-                        "executor), re-open the study with the same storage and call optimize() "
-                        "again to resume"
-                    ) from lost
+                    raise executor_lost(lost, list(in_flight.values())) from lost
         except KeyboardInterrupt:
             interrupt(list(in_flight.values()), "stopped by KeyboardInterrupt")
             self._interrupt_running("stopped by KeyboardInterrupt")

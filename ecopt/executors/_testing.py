@@ -17,7 +17,7 @@ from typing import Any
 
 from ecopt.trial import Trial
 
-__all__ = ["zdt1", "quick", "Sleepy", "PidThenSleep", "suicide", "report_env", "pending_seen"]
+__all__ = ["zdt1", "quick", "Sleepy", "PidThenSleep", "Suicide", "report_env", "pending_seen"]
 
 
 def zdt1(x: float, y: float) -> dict[str, float]:
@@ -86,12 +86,17 @@ class PidThenSleep:
         return zdt1(float(trial["x"]), float(trial["y"]))
 
 
-def suicide(trial: Trial) -> dict[str, float]:
-    """Trial 0 kills its own process with SIGKILL; others return ZDT1."""
-    if trial.number == 0:
-        os.kill(os.getpid(), signal.SIGKILL)
-    time.sleep(0.1)
-    return zdt1(float(trial["x"]), float(trial["y"]))
+class Suicide:
+    """Trial ``victim`` kills its own worker process with SIGKILL; others return ZDT1 after 0.1 s."""
+
+    def __init__(self, victim: int = 0) -> None:
+        self.victim = victim
+
+    def __call__(self, trial: Trial) -> dict[str, float]:
+        if trial.number == self.victim:
+            os.kill(os.getpid(), signal.SIGKILL)
+        time.sleep(0.1)
+        return zdt1(float(trial["x"]), float(trial["y"]))
 
 
 def report_env(trial: Trial) -> dict[str, float]:
