@@ -1,0 +1,86 @@
+"""``meter="auto"``: NVML + RAPL where available, documented fallbacks with warnings."""
+
+from __future__ import annotations
+
+import pytest
+
+import ecopt
+from ecopt.meters import METER_NAMES, get_meter
+from ecopt.meters.auto import MeterFallbackWarning, build_auto
+
+
+def test_this_machine_ends_on_the_estimate(tmp_path):
+    # No NVML driver and no powercap here (checked, not assumed).
+    from ecopt.meters.nvml import NVMLMeter
+    from ecopt.meters.rapl import RaplMeter
+
+    if NVMLMeter.is_available() or RaplMeter.is_available():  # pragma: no cover
+        pytest.skip("this machine can measure")
+    with pytest.warns(MeterFallbackWarning, match="ESTIMATED"):
+        m = get_meter("auto")
+    d = m.describe()
+    assert m.name == "estimate" and d["auto"] is True and d["measured"] is False
+    assert d["chosen"] == ["estimate"]
+    why = " ".join(d["why"])
+    assert "nvml:" in why and "rapl:" in why and "codecarbon" in why
+    w = m.start()
+    meas = m.stop(w)
+    assert meas.meter == "estimate" and not meas.measured
+    assert "why" not in meas.details  # the reasons live in study.json, not in every phase
+
+
+def test_rapl_only_machine(powercap, hw):
+    m = build_auto(rapl_root=str(powercap), warn=False)
+    assert m.name == "rapl" and m.describe()["measured"] is True
+    w = m.start()
+    hw.set_uj(powercap, "intel-rapl:0", hw.get_uj(powercap, "intel-rapl:0") + 2_000_000)
+    meas = m.stop(w)
+    m.close()
+    assert meas.components["cpu:package-0"].energy_j == pytest.approx(2.0) and meas.measured
+
+
+def test_gpu_and_rapl_are_combined(fake_nvml, hw, powercap):
+    nv = fake_nvml([hw.FakeGpu()])
+    m = build_auto(rapl_root=str(powercap), warn=False)
+    assert m.name == "nvml+rapl" and m.describe()["chosen"] == ["nvml", "rapl"]
+    w = m.start()
+    nv.gpus[0].energy_mj += 50_000
+    hw.set_uj(powercap, "intel-rapl:0", hw.get_uj(powercap, "intel-rapl:0") + 3_000_000)
+    import time
+
+    time.sleep(0.11)  # past the assumed counter update period
+    meas = m.stop(w)
+    m.close()
+    assert set(meas.components) == {"gpu:0", "cpu:package-0", "dram:0"}
+    assert meas.components["gpu:0"].energy_j == pytest.approx(50.0)
+    assert meas.components["cpu:package-0"].energy_j == pytest.approx(3.0)
+    assert meas.measured and meas.meter == "nvml+rapl"
+
+
+def test_gpu_without_rapl_estimates_the_host_and_warns(fake_nvml, hw, tmp_path):
+    fake_nvml([hw.FakeGpu()])
+    with pytest.warns(MeterFallbackWarning, match="CPU/RAM energy is estimated"):
+        m = build_auto(rapl_root=str(tmp_path / "none"))
+    assert m.name == "nvml+estimate"
+    meas = m.stop(m.start())
+    m.close()
+    assert meas.components["gpu:0"].measured and not meas.components["cpu"].measured
+    assert not meas.measured  # mixed: the total contains an estimate
+
+
+def test_nvml_error_at_probe_falls_back(fake_nvml, hw, tmp_path):
+    fake_nvml([hw.FakeGpu()], init_error=9)
+    with pytest.warns(MeterFallbackWarning):
+        m = build_auto(rapl_root=str(tmp_path / "none"))
+    assert m.name == "estimate"
+    assert any("Driver Not Loaded" in w for w in m.describe()["why"])
+
+
+def test_unknown_meter_name_is_a_value_error():
+    assert {"auto", "nvml", "rapl", "codecarbon", "estimate"} <= set(METER_NAMES)
+    with pytest.raises(ValueError, match="unknown meter 'joulemeter'"):
+        get_meter("joulemeter")
+    space = ecopt.SearchSpace({"x": ecopt.Float(0, 1)})
+    with pytest.raises(ValueError, match="unknown meter"):
+        ecopt.Study(space, [ecopt.Objective("a", "max"), ecopt.Objective("b", "max")],
+                    sampler="random", meter="joulemeter")
