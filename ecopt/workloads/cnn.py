@@ -218,7 +218,7 @@ class CNNObjective:
     lr: float = 1e-2
     epochs: int = 5
     inference_batch_size: int = 256
-    inference_passes: int = 5
+    inference_passes: int = 20
     seed: int = 0
 
     def __post_init__(self) -> None:
