@@ -196,7 +196,9 @@ class DaskExecutor(Executor):
                 silence_logs=logging.ERROR,
                 # A trial whose worker dies is recorded failed, never re-run elsewhere
                 # (a trial that crashes its worker would otherwise take down the next ones).
-                scheduler_kwargs={"allowed_failures": 0},
+                scheduler_kwargs={"allowed_failures": 0,
+                                  # Dask's HTTP endpoints on loopback, on a free port.
+                                  "dashboard_address": "127.0.0.1:0"},
             )
             if security:
                 kw.update(security=security, protocol="tls://")
