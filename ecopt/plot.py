@@ -186,7 +186,7 @@ def _panel(ax: Axes, data: ReportData, x: str, y: str, legend: bool = True) -> i
         why = data.warnings[-1] if data.warnings else "no trial has values on these axes"
         ax.text(0.5, 0.5, _t(_wrap(why, 60)), transform=ax.transAxes, ha="center",
                 va="center", fontsize=9, color="#a33")
-    if legend:
+    if legend and ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=7, loc="best", framealpha=0.85)
     return drawn
 

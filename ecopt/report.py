@@ -562,6 +562,8 @@ def _payback(records: Sequence[TrialRecord], front: Sequence[int], baseline: int
     base = by_num[baseline]
     ph, why = _pick_phase(base, phase)
     if ph is None:
+        if base.state is not TrialState.COMPLETE:
+            why = f"{why}; trial {baseline} {base.state.value}: pick a complete trial as baseline"
         return None, None, f"no payback figure: {why}"
     bp = base.phases[ph]
     if not bp.energy_j > 0:
