@@ -17,7 +17,7 @@ preprocessed data); :func:`make_loader` turns a pipeline and a config into an
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -150,21 +150,41 @@ class EpochLoader:
         n_samples: Samples per epoch (known after the first table epoch).
     """
 
-    def __init__(self, source: TablePipeline | StagedDataset | Any, config: LoaderConfig) -> None:
+    def __init__(self, source: TablePipeline | StagedDataset | Callable[[], tuple[Any, ...]] | Any,
+                 config: LoaderConfig) -> None:
         if not isinstance(config, LoaderConfig):
             raise ValueError(f"config must be a LoaderConfig, got {config!r}")
+        if not (isinstance(source, TablePipeline) or hasattr(source, "__getitem__")
+                or callable(source)):
+            raise ValueError("source must be a TablePipeline, a map-style dataset or a callable "
+                             f"returning a tuple of tensors, got {type(source).__name__}")
         self.source = source
         self.config = config
         self.epochs_run = 0
         self._cached: tuple[Any, ...] | None = None
-        self.n_samples: int | None = None if isinstance(source, TablePipeline) else len(source)
+        self._primed: tuple[Any, ...] | None = None
+        self.n_samples: int | None = len(source) if self.kind == "sample" else None
 
     def __repr__(self) -> str:
         return f"EpochLoader({self.source!r}, {self.config!r})"
 
     @property
     def kind(self) -> str:
-        return "table" if isinstance(self.source, TablePipeline) else "sample"
+        """``"table"`` (whole-table producer) or ``"sample"`` (per-sample dataset)."""
+        if isinstance(self.source, TablePipeline):
+            return "table"
+        return "sample" if hasattr(self.source, "__getitem__") else "table"
+
+    def prime(self, tensors: tuple[Any, ...]) -> None:
+        """Hand over tensors already produced (e.g. in a ``preprocess`` phase).
+
+        With ``cache`` they are kept for every epoch; without it they serve the
+        next epoch only, and later epochs produce afresh.
+        """
+        if self.config.cache:
+            self._cached = tuple(tensors)
+        else:
+            self._primed = tuple(tensors)
 
     def _dataloader(self, dataset: Any, batch_size: int | None, shuffle: bool) -> Any:
         import torch
@@ -195,9 +215,14 @@ class EpochLoader:
         """All preprocessed samples as tensors (runs the pipeline unless cached)."""
         if self._cached is not None:
             return self._cached
+        if self._primed is not None:
+            out, self._primed = self._primed, None
+            return out
         if isinstance(self.source, TablePipeline):
             t = self.source.run()
             out: tuple[Any, ...] = (t.features, t.codes, t.target)
+        elif self.kind == "table":
+            out = tuple(self.source())
         else:
             import torch
 
@@ -212,8 +237,7 @@ class EpochLoader:
 
     def __iter__(self) -> Iterator[Any]:
         c = self.config
-        if isinstance(self.source, TablePipeline) or self._cached is not None or \
-                (c.cache and not isinstance(self.source, TablePipeline)):
+        if self.kind == "table" or self._cached is not None or c.cache:
             tensors = self.tensors()
             self.n_samples = int(tensors[0].shape[0])
             ds = _TensorBatches(tensors, self._batch_index(self.n_samples))
@@ -228,13 +252,14 @@ class EpochLoader:
         self._cached = None
 
 
-def make_loader(source: TablePipeline | StagedDataset | Any,
+def make_loader(source: TablePipeline | StagedDataset | Callable[[], tuple[Any, ...]] | Any,
                 config: LoaderConfig | Mapping[str, Any] | None = None, **knobs: Any) -> EpochLoader:
     """An :class:`EpochLoader` over a pipeline with the given knobs.
 
     Args:
-        source: A :class:`TablePipeline`, a :class:`StagedDataset` or any
-            map-style dataset of ``(x, y)`` items.
+        source: A :class:`TablePipeline`, a :class:`StagedDataset` (or any
+            map-style dataset of ``(x, y)`` items), or a callable producing a
+            tuple of equally long tensors (called every epoch unless ``cache``).
         config: A :class:`LoaderConfig`, or trial params to read the knobs from.
         **knobs: Knob overrides (``batch_size=128``...).
 

@@ -243,5 +243,11 @@ class StagedDataset:
             return x
         return x, self.labels[i]
 
+    def subset(self, indices: Sequence[int]) -> StagedDataset:
+        """The same stages over the items at ``indices`` (e.g. a train split)."""
+        out = StagedDataset([self.items[i] for i in indices], self.stages,
+                            [self.labels[i] for i in indices] if self.labels is not None else None)
+        return out
+
     def __repr__(self) -> str:
         return f"StagedDataset({len(self)} items, stages={list(self.stage_names)})"
