@@ -1,0 +1,196 @@
+"""`ecopt report | plot | compare | show` on real study directories, good and bad."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+import ecopt
+from ecopt.cli import main
+
+pytest.importorskip("matplotlib")
+from PIL import Image  # noqa: E402
+
+SPACE = ecopt.SearchSpace({"x": ecopt.Float(0, 1), "y": ecopt.Float(0, 1)})
+OBJS = [ecopt.Objective("accuracy", "max"), ecopt.Objective("samples_per_joule", "max")]
+
+
+def objective(trial):
+    if trial["x"] > 0.85:
+        raise RuntimeError("diverged")
+    with trial.phase("train"):
+        sum(range(3000 + int(3000 * trial["x"])))
+    with trial.phase("inference", samples=64):
+        sum(range(1000 + int(3000 * trial["y"])))
+    return {"accuracy": trial["x"] - 0.2 * trial["y"],
+            "samples_per_joule": trial.samples_per_joule("inference")}
+
+
+def make(path, n=10, seed=0, fn=objective, objectives=OBJS):
+    with ecopt.Study(SPACE, objectives, storage=path, sampler="random", meter="estimate",
+                     seed=seed) as s:
+        if n:
+            s.optimize(fn, n_trials=n, show_progress=False)
+    return path
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    return make(tmp_path_factory.mktemp("cli") / "run")
+
+
+def first_complete(path):
+    return next(r.number for r in ecopt.load_study(path).records if r.phases)
+
+
+def test_report_writes_html_and_pngs(run, tmp_path, capsys):
+    out = tmp_path / "r.html"
+    rc = main(["report", str(run), "--out", str(out), "--png", str(tmp_path / "png"),
+               "--baseline", str(first_complete(run)), "--inferences", "1e6"])
+    o = capsys.readouterr()
+    assert rc == 0, o.err
+    assert f"wrote {out}" in o.out and "ESTIMATED" in o.out
+    assert "The search spent" in o.out
+    page = out.read_text()
+    data = ecopt.report.build_report(run)
+    for n in data.front:
+        assert f'<tr class="front"><td>{n}' in page
+    assert "lifecycle energy" in page
+    with Image.open(tmp_path / "png" / "pareto.png") as im:
+        assert im.size == (700, 500)
+
+
+def test_plot_default_and_chosen_axes(run, tmp_path, capsys):
+    out = tmp_path / "front.png"
+    assert main(["plot", str(run), "-o", str(out)]) == 0
+    with Image.open(out) as im:
+        assert im.size == (700, 500)
+    out2 = tmp_path / "e.svg"
+    assert main(["plot", str(run), "--x", "energy_j", "--y", "accuracy", "-o", str(out2)]) == 0
+    assert out2.read_text().lstrip().startswith("<?xml")
+
+
+def test_plot_unknown_metric_is_a_clear_error(run, tmp_path, capsys):
+    rc = main(["plot", str(run), "--x", "acuracy", "-o", str(tmp_path / "f.png")])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert "unknown metric 'acuracy'" in err and "'accuracy'" in err
+    assert "Traceback" not in err and not (tmp_path / "f.png").exists()
+
+
+@pytest.mark.parametrize("cmd", ["report", "plot", "show"])
+def test_not_a_study(tmp_path, capsys, cmd):
+    rc = main([cmd, str(tmp_path)])
+    err = capsys.readouterr().err
+    assert rc == 2 and "is not an ecopt study: it has no study.json" in err
+    assert main([cmd, str(tmp_path / "missing")]) == 2
+    assert "is not a directory" in capsys.readouterr().err
+
+
+def test_compare_with_not_a_study(run, tmp_path, capsys):
+    assert main(["compare", str(run), str(tmp_path)]) == 2
+    assert "not an ecopt study" in capsys.readouterr().err
+
+
+def test_empty_study(tmp_path, capsys):
+    path = make(tmp_path / "empty", n=0)
+    out = tmp_path / "r.html"
+    assert main(["report", str(path), "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "warning: the study has no finished trials yet" in err
+    assert out.is_file()  # the spec is still shown
+    assert main(["show", str(path)]) == 1
+    o = capsys.readouterr()
+    assert "trials: 0 finished" in o.out and "objectives: accuracy [max]" in o.out
+    assert main(["plot", str(path), "-o", str(tmp_path / "f.png")]) == 1
+    assert "nothing to plot" in capsys.readouterr().err
+    assert not (tmp_path / "f.png").exists()
+
+
+def test_only_failed_trials(tmp_path, capsys):
+    def boom(trial):
+        with trial.phase("train"):
+            sum(range(1000))
+        raise ValueError(f"bad lr {trial['x']:.2f}")
+
+    path = make(tmp_path / "failed", n=3, fn=boom)
+    assert main(["show", str(path)]) == 1
+    o = capsys.readouterr()
+    assert "3 failed" in o.out and "ValueError: bad lr" in o.out
+    assert "no trial completed within the constraints" in o.err and "Traceback" not in o.err
+    assert main(["report", str(path), "--out", str(tmp_path / "r.html")]) == 1
+    assert "bad lr" in (tmp_path / "r.html").read_text()
+    capsys.readouterr()
+    assert main(["plot", str(path), "-o", str(tmp_path / "f.png")]) == 1
+    assert "nothing to plot" in capsys.readouterr().err
+    # Failed trials still have energy and duration: that plot is drawn (with the warning).
+    assert main(["plot", str(path), "--x", "duration_s", "--y", "energy_j",
+                 "-o", str(tmp_path / "g.png")]) == 1
+    assert (tmp_path / "g.png").is_file() and not (tmp_path / "f.png").exists()
+
+
+def test_torn_last_line(run, tmp_path, capsys):
+    dst = tmp_path / "torn"
+    dst.mkdir()
+    for f in ("study.json", "trials.jsonl"):
+        (dst / f).write_bytes((run / f).read_bytes())
+    with open(dst / "trials.jsonl", "ab") as f:
+        f.write(b'{"number": 99, "sta')
+    rc = main(["report", str(dst)])
+    o = capsys.readouterr()
+    assert rc == 1 and "torn last line" in o.err and "Traceback" not in o.err
+    page = (dst / "report.html").read_text()
+    assert "torn last line" in page and "Pareto front" in page
+    assert main(["show", str(dst)]) == 1
+    assert "Pareto front" in capsys.readouterr().out
+
+
+def test_show_summary(run, capsys):
+    assert main(["show", str(run)]) == 0
+    out = capsys.readouterr().out
+    data = ecopt.report.build_report(run)
+    assert "ENERGY IS ESTIMATED, NOT MEASURED" in out
+    assert f"Pareto front ({len(data.front)} trials" in out
+    for n in data.front:
+        assert any(line.strip().startswith((f"{n} ", f"{n}* ")) for line in out.splitlines())
+    assert "best per objective:" in out and "failed: RuntimeError: diverged" in out
+
+
+def test_show_escapes_terminal_control_characters(run, tmp_path, capsys):
+    dst = tmp_path / "ansi"
+    dst.mkdir()
+    spec = json.loads((run / "study.json").read_text())
+    spec["name"] = "\x1b[2J\x1b[31mevil"
+    (dst / "study.json").write_text(json.dumps(spec))
+    (dst / "trials.jsonl").write_bytes((run / "trials.jsonl").read_bytes())
+    assert main(["show", str(dst)]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\\x1b[2J" in out
+
+
+def test_compare(run, tmp_path, capsys):
+    other = make(tmp_path / "other", n=6, seed=9)
+    out = tmp_path / "cmp.png"
+    assert main(["compare", str(run), str(other), "-o", str(out)]) == 0
+    o = capsys.readouterr().out
+    assert "shared reference point: accuracy=" in o and "(inferred from all studies)" in o
+    assert "run" in o and "other" in o and "search energy J (estimated)" in o
+    assert out.is_file()
+    assert main(["compare", str(run), str(other), "--ref-point", "0,0"]) == 0
+    assert "accuracy=0, samples_per_joule=0" in capsys.readouterr().out
+    assert main(["compare", str(run), str(other), "--ref-point", "a,b"]) == 2
+    assert "--ref-point must be comma-separated numbers" in capsys.readouterr().err
+    third = make(tmp_path / "third", n=0, objectives=[ecopt.Objective("accuracy", "max"),
+                                                      ecopt.Objective("energy", "min")])
+    assert main(["compare", str(run), str(third)]) == 2
+    assert "must share objectives" in capsys.readouterr().err
+
+
+def test_console_script_never_prints_a_traceback(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "ecopt.cli", "report", str(tmp_path)],
+                       capture_output=True, text=True)
+    assert p.returncode == 2
+    assert p.stderr.startswith("ecopt report: error:") and "Traceback" not in p.stderr
