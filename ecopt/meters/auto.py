@@ -64,6 +64,11 @@ class CompositeMeter(Meter):
         self.auto = auto
         self.name = name or "+".join(p.name for p in self.parts)
 
+    def start(self) -> WindowHandle:
+        if len(self.parts) == 1:  # no layer of our own: auto costs what its meter costs
+            return self.parts[0].start()
+        return super().start()
+
     def _start(self) -> Any:
         handles: list[WindowHandle] = []
         try:
@@ -100,6 +105,8 @@ class CompositeMeter(Meter):
     def stop(self, handle: WindowHandle) -> Measurement:
         from dataclasses import replace
 
+        if len(self.parts) == 1:
+            return self.parts[0].stop(handle)
         m = super().stop(handle)
         extras = getattr(self, "_last_extras", {})
         return replace(m, extras={**m.extras, **extras}) if extras else m

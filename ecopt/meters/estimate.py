@@ -51,12 +51,19 @@ def _system_busy_cpu_s() -> float:
     return busy / os.sysconf("SC_CLK_TCK")
 
 
+_PAGE_GB = os.sysconf("SC_PAGE_SIZE") / 1e9
+_statm: tuple[int, int] | None = None  # (pid, fd): kept open, re-read with pread (cheap)
+
+
 def _rss_gb() -> float:
+    global _statm
     try:
-        with open("/proc/self/statm", encoding="ascii") as f:
-            pages = int(f.read().split()[1])
-        return pages * os.sysconf("SC_PAGE_SIZE") / 1e9
-    except OSError:  # pragma: no cover - non-Linux
+        pid = os.getpid()
+        if _statm is None or _statm[0] != pid:  # first call, or a forked child
+            _statm = (pid, os.open("/proc/self/statm", os.O_RDONLY))
+        pages = int(os.pread(_statm[1], 256, 0).split()[1])
+        return pages * _PAGE_GB
+    except (OSError, IndexError, ValueError):  # pragma: no cover - non-Linux
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9
 
 
