@@ -1,0 +1,90 @@
+"""Progress bar of Study.optimize and the trials DataFrame columns."""
+
+from __future__ import annotations
+
+import io
+import logging
+
+import pytest
+
+import ecopt
+from ecopt.meters.base import WallClockMeter
+from ecopt.progress import Progress
+
+SPACE = ecopt.SearchSpace({"x": ecopt.Float(0, 1), "c": ecopt.Categorical(["a", "b"])})
+OBJS = [ecopt.Objective("acc", "max"), ecopt.Objective("samples_per_joule", "max")]
+
+
+def objective(trial):
+    if trial["x"] > 0.9:
+        raise RuntimeError("diverged")
+    with trial.phase("train"):
+        sum(range(2000))
+    with trial.phase("inference", samples=10):
+        sum(range(1000))
+    trial.set_metric("loss", 1 - trial["x"])
+    return {"acc": trial["x"], "samples_per_joule": trial.samples_per_joule("inference")}
+
+
+def test_bar_shows_trials_hypervolume_and_estimated_energy(tmp_path):
+    with ecopt.Study(SPACE, OBJS, storage=tmp_path / "s", sampler="random",
+                     meter="estimate", seed=0) as s:
+        recs = s.optimize(objective, n_trials=4, show_progress=False)
+        buf = io.StringIO()
+        p = Progress(s, total=4, enabled=True, file=buf)
+        # A resumed study: the energy spent earlier is counted from the start.
+        assert p.energy_j == pytest.approx(sum(r.energy_j for r in recs))
+        p.energy_j = 0.0
+        for r in recs:
+            p.update(r)
+        p.close()
+        p.close()
+    text = buf.getvalue()
+    assert "4/4" in text and "ecopt s" in text
+    assert f"hv={s.hypervolume():.4g}" in text
+    assert f"front={len(s.best_trials())}" in text
+    assert "J (estimated)" in text
+    assert p.energy_label == f"{sum(r.energy_j for r in recs):.4g} J (estimated)"
+
+
+def test_optimize_progress_goes_to_stderr_and_quiet_mode(tmp_path, capsys, monkeypatch):
+    with ecopt.Study(SPACE, OBJS, sampler="random", meter="estimate") as s:
+        s.optimize(objective, n_trials=2, show_progress=True)
+        err = capsys.readouterr().err
+        assert "2/2" in err and "energy=" in err and "(estimated)" in err
+        s.optimize(objective, n_trials=2, show_progress=False)
+        assert capsys.readouterr().err == ""
+        monkeypatch.setenv("ECOPT_QUIET", "1")
+        monkeypatch.setattr("sys.stderr.isatty", lambda: True, raising=False)
+        assert Progress(s, 1)._bar is None
+
+
+def test_no_energy_meter_says_na_and_logs_each_trial(caplog):
+    with ecopt.Study(SPACE, [ecopt.Objective("acc", "max")], sampler="random",
+                     meter=WallClockMeter()) as s:
+        with caplog.at_level(logging.INFO, logger="ecopt"):
+            s.optimize(lambda t: {"acc": t["x"]}, n_trials=2, show_progress=False)
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("trial ")]
+    assert len(lines) == 2 and "energy=n/a" in lines[-1] and "(2/2)" in lines[-1]
+
+
+def test_dataframe_columns_are_stable(tmp_path):
+    with ecopt.Study(SPACE, OBJS, [ecopt.Constraint("loss", "<=", 0.8)], storage=tmp_path / "s",
+                     sampler="random", meter="estimate", seed=1) as s:
+        s.optimize(objective, n_trials=6, show_progress=False)
+        df = s.trials_dataframe()
+    assert list(df.columns) == [
+        "number", "state", "feasible", "proposed_by", "started_at", "duration_s", "energy_j",
+        "energy_measured", "params_x", "params_c", "values_acc", "values_samples_per_joule",
+        "metrics_loss",
+        "phase_train_duration_s", "phase_train_energy_j", "phase_train_source",
+        "phase_train_measured",
+        "phase_inference_duration_s", "phase_inference_energy_j", "phase_inference_source",
+        "phase_inference_measured",
+        "error_type", "error_message", "host", "worker", "device"]
+    assert len(df) == 6 and list(df["number"]) == list(range(6))
+    ok = df[df["state"] == "complete"]
+    assert (ok["phase_inference_source"] == "cpu=estimate-cpu-time;ram=estimate-ram").all()
+    assert not ok["energy_measured"].any()
+    front = ecopt.load_study(tmp_path / "s").pareto_front()
+    assert list(front.columns) == list(df.columns)
