@@ -95,6 +95,16 @@ def _add_profile(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--data", help="path to real data files (default: generated)")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--num-workers", type=int, default=0)
+    p.add_argument("--prefetch-factor", type=int, default=2,
+                   help="batches each worker prepares ahead (default 2)")
+    p.add_argument("--cache", action="store_true",
+                   help="profile with the in-memory cache of preprocessed data on")
+    p.add_argument("--epochs", type=int, default=3,
+                   help="epochs the predicted gains cover (default 3)")
+    p.add_argument("--meter", default="auto", help="meter name (default auto)")
+    p.add_argument("--compare-backends", action="store_true",
+                   help="also trace the other dataframe backends (table workloads)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
 _REGISTRARS: list[Callable[[argparse._SubParsersAction], None]] = [

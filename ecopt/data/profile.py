@@ -274,7 +274,7 @@ def profile(source: TablePipeline | StagedDataset | EpochLoader,
             consumer: Callable[[Any], Any] | None = None, *, config: LoaderConfig | None = None,
             epochs: int = 3, trace_samples: int = 256, consumer_batches: int = 5,
             meter: str | Meter = "auto", try_backends: Sequence[str] = (),
-            cores: int | None = None) -> Diagnosis:
+            cores: int | None = None, warmup: bool = True) -> Diagnosis:
     """Trace a pipeline's stages, time its consumer and recommend knob changes.
 
     Args:
@@ -291,6 +291,8 @@ def profile(source: TablePipeline | StagedDataset | EpochLoader,
         try_backends: For table pipelines, other backends to trace too; each
             becomes a ``backend`` recommendation with its measured gain.
         cores: CPU cores the model may use (default: this process's).
+        warmup: Run a table pipeline once untraced first, so library imports
+            and first-call costs stay out of the stage times.
 
     Returns:
         A :class:`Diagnosis`.
@@ -321,6 +323,8 @@ def profile(source: TablePipeline | StagedDataset | EpochLoader,
     scale = 1.0
     if isinstance(source, TablePipeline):
         kind = "table"
+        if warmup:
+            source.run()
         table, traces = source.run_traced(m)
         n = len(table)
         tensors = (table.features, table.codes, table.target)
@@ -477,6 +481,8 @@ def profile(source: TablePipeline | StagedDataset | EpochLoader,
                 continue
             try:
                 alt = TablePipeline(source.path, source.schema, other)
+                if warmup:
+                    alt.run()
                 _, alt_traces = alt.run_traced(m)
             except Exception as exc:  # noqa: BLE001 - a missing backend is a note, not a failure
                 notes.append(f"backend {other!r} could not be traced: {exc}")
