@@ -17,7 +17,7 @@ from typing import Any
 
 from ecopt.trial import Trial
 
-__all__ = ["zdt1", "quick", "Sleepy", "PidThenSleep", "Suicide", "report_env", "pending_seen"]
+__all__ = ["zdt1", "quick", "Sleepy", "VariableSleep", "PidThenSleep", "Suicide", "report_env", "pending_seen"]
 
 
 def zdt1(x: float, y: float) -> dict[str, float]:
@@ -38,7 +38,8 @@ class Sleepy:
         duration_s: Seconds each trial takes.
         hang_numbers: Trial numbers that sleep ``hang_s`` instead (a hung trial).
         hang_s: How long a hung trial sleeps.
-        busy: Spin the CPU instead of sleeping (fixed compute per trial).
+        busy: Spin the CPU for ``duration_s`` of CPU time instead of sleeping
+            (fixed compute per trial: slower when trials share too few cores).
     """
 
     def __init__(self, duration_s: float = 0.2, hang_numbers: tuple[int, ...] = (),
@@ -51,9 +52,33 @@ class Sleepy:
     def __call__(self, trial: Trial) -> dict[str, float]:
         d = self.hang_s if trial.number in self.hang_numbers else self.duration_s
         with trial.phase("work"):
-            if self.busy:
-                end = time.perf_counter() + d
-                while time.perf_counter() < end:
+            if self.busy:  # d seconds of this thread's CPU time: fixed compute
+                end = time.thread_time() + d
+                while time.thread_time() < end:
+                    pass
+            else:
+                time.sleep(d)
+        return zdt1(float(trial["x"]), float(trial["y"]))
+
+
+class VariableSleep:
+    """ZDT1 after ``base_s + span_s * x`` seconds: trial length depends on the configuration.
+
+    Unequal trial lengths are what make asynchronous proposals pay: a
+    synchronous batch waits for its slowest trial.
+    """
+
+    def __init__(self, base_s: float = 0.3, span_s: float = 1.2, busy: bool = False) -> None:
+        self.base_s = base_s
+        self.span_s = span_s
+        self.busy = busy
+
+    def __call__(self, trial: Trial) -> dict[str, float]:
+        d = self.base_s + self.span_s * float(trial["x"])
+        with trial.phase("work"):
+            if self.busy:  # d seconds of this thread's CPU time: fixed compute
+                end = time.thread_time() + d
+                while time.thread_time() < end:
                     pass
             else:
                 time.sleep(d)

@@ -1,0 +1,134 @@
+"""Parallel and asynchronous trials on a Dask LocalCluster: wall time and hypervolume per minute.
+
+Two tables:
+
+1. **Scaling**: one fixed study (16 trials of a cheap objective with a
+   controlled duration, random search, so proposals cost nothing) on an
+   embedded ``LocalCluster`` with 1, 2 and 4 workers. Two objectives: one that
+   sleeps (I/O- or GPU-bound trials: the host CPU is free) and one that spins a
+   core (CPU-bound trials: bounded by the host's cores).
+2. **Hypervolume per wall-clock minute**: qLogNEHVI on ZDT1 (two variables)
+   with trials whose length depends on the configuration
+   (``1 + 4 * x`` seconds by default), sequential (1 worker) vs synchronous batches
+   q=2 / q=4 vs asynchronous (2 and 4 workers, a new proposal as soon as one
+   trial ends, the others pending). Hypervolume against the fixed reference
+   point (1.1, 11), after the same number of trials, and how much of it was
+   reached per minute of wall clock.
+
+Cluster start-up (a few seconds) is not counted; proposal time (GP fits, in
+the driver) is. Energy here is not measured (the objectives sleep).
+
+Usage::
+
+    .venv/bin/python benchmarks/parallel.py [--trials 16] [--bo-trials 16] [--seeds 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import platform
+import statistics
+import sys
+import time
+
+import ecopt
+from ecopt.executors import _testing as T
+from ecopt.samplers import QLogNEHVISampler
+
+
+def _space() -> ecopt.SearchSpace:
+    return ecopt.SearchSpace({"x": ecopt.Float(0, 1), "y": ecopt.Float(0, 1)})
+
+
+def _objectives() -> list[ecopt.Objective]:
+    return [ecopt.Objective("f1", "min", threshold=1.1), ecopt.Objective("f2", "min", threshold=11.0)]
+
+
+def _run(executor: ecopt.executors.Executor, objective, n_trials: int, sampler, batch_size: int,
+         asynchronous: bool, seed: int) -> tuple[float, ecopt.Study]:
+    study = ecopt.Study(_space(), _objectives(), sampler=sampler, meter="wallclock", seed=seed)
+    t0 = time.perf_counter()
+    study.optimize(objective, n_trials=n_trials, batch_size=batch_size, executor=executor,
+                   asynchronous=asynchronous, show_progress=False)
+    return time.perf_counter() - t0, study
+
+
+def scaling(n_trials: int, duration_s: float) -> list[tuple[str, int, float, float]]:
+    rows = []
+    for workers in (1, 2, 4):
+        with ecopt.DaskExecutor(n_workers=workers) as ex:
+            for kind, obj in (("sleep", T.Sleepy(duration_s)),
+                              ("cpu", T.Sleepy(duration_s, busy=True))):
+                wall, _ = _run(ex, obj, n_trials, "random", 1, True, 0)
+                rows.append((kind, workers, wall, n_trials * duration_s / wall))
+                print(f"  scaling {kind:5s} workers={workers}: {wall:.2f} s", file=sys.stderr)
+    return rows
+
+
+def bo(n_trials: int, seeds: int, base_s: float, span_s: float) -> list[tuple[str, int, int, bool, float, float, float]]:
+    configs = [("sequential", 1, 1, True), ("sync q=2", 2, 2, False), ("sync q=4", 4, 4, False),
+               ("async, 2 workers", 2, 1, True), ("async, 4 workers", 4, 1, True)]
+    obj = T.VariableSleep(base_s, span_s)
+    # Import BoTorch and fit once before timing, so the first schedule does not pay for it.
+    warm = ecopt.Study(_space(), _objectives(), sampler=QLogNEHVISampler(
+        n_init=2, num_restarts=2, raw_samples=16, mc_samples=16), meter="wallclock")
+    warm.optimize(T.quick, n_trials=3, show_progress=False)
+    out = []
+    for name, workers, q, asyn in configs:
+        walls, hvs = [], []
+        with ecopt.DaskExecutor(n_workers=workers) as ex:
+            for seed in range(seeds):
+                sampler = QLogNEHVISampler(n_init=4, num_restarts=2, raw_samples=64,
+                                           mc_samples=64)
+                wall, study = _run(ex, obj, n_trials, sampler, q, asyn, seed)
+                walls.append(wall)
+                hvs.append(study.hypervolume())
+                print(f"  bo {name}: seed {seed}: {wall:.1f} s, hv {hvs[-1]:.3f}", file=sys.stderr)
+        wall, hv = statistics.mean(walls), statistics.mean(hvs)
+        out.append((name, workers, q, asyn, wall, hv, hv / (wall / 60.0)))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trials", type=int, default=16, help="trials of the scaling study")
+    ap.add_argument("--duration-s", type=float, default=0.5, help="seconds per scaling trial")
+    ap.add_argument("--bo-trials", type=int, default=16, help="trials per BO run")
+    ap.add_argument("--seeds", type=int, default=1, help="BO runs per configuration")
+    ap.add_argument("--base-s", type=float, default=1.0, help="shortest BO trial (s)")
+    ap.add_argument("--span-s", type=float, default=4.0,
+                    help="BO trial length = base_s + span_s * x (s)")
+    args = ap.parse_args(argv)
+    logging.getLogger("distributed").setLevel(logging.ERROR)
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    import torch
+
+    torch.set_num_threads(1)
+
+    print(f"# benchmarks/parallel.py on {platform.node()}: {os.cpu_count()} cores, "
+          f"Python {platform.python_version()}, ecopt {ecopt.__version__}")
+    rows = scaling(args.trials, args.duration_s)
+    print(f"\n## 1. Wall time of a fixed study: {args.trials} trials x {args.duration_s:g} s, "
+          "random search, embedded LocalCluster\n")
+    print("| trial kind | workers | wall (s) | speed-up vs 1 worker | trial-seconds per worker-second |")
+    print("|---|---:|---:|---:|---:|")
+    base = {k: w for k, n, w, _ in rows if n == 1}
+    for kind, n, wall, busy in rows:
+        print(f"| {kind} | {n} | {wall:.2f} | {base[kind] / wall:.2f}x | {busy / n:.0%} |")
+
+    res = bo(args.bo_trials, args.seeds, args.base_s, args.span_s)
+    print(f"\n## 2. Hypervolume per wall-clock minute: qLogNEHVI, ZDT1, {args.bo_trials} trials of "
+          f"{args.base_s:g}-{args.base_s + args.span_s:g} s, ref point (1.1, 11), "
+          f"mean of {args.seeds} seed(s)\n")
+    print("| schedule | workers | q | wall (s) | hypervolume | hypervolume / min |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, workers, q, asyn, wall, hv, per_min in res:
+        print(f"| {name} | {workers} | {q if not asyn else '-'} | {wall:.1f} | {hv:.3f} | "
+              f"{per_min:.2f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
