@@ -637,6 +637,11 @@ class Study:
             progress.close()
             if owns_executor:
                 ex.close()
+        from ecopt.executors.overlap import shared_host_energy_note
+
+        note = shared_host_energy_note(done)
+        if note:
+            log.warning(note)
         return done
 
     # -- results -------------------------------------------------------------

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 
 from ecopt.trial import TrialRecord
 
-__all__ = ["overlapping_trials", "max_concurrency"]
+__all__ = ["overlapping_trials", "max_concurrency", "shared_host_energy_note"]
 
 
 def _interval(r: TrialRecord) -> tuple[float, float] | None:
@@ -83,3 +83,33 @@ def max_concurrency(records: Iterable[TrialRecord]) -> dict[str, int]:
             best = max(best, cur)
         peak[host] = best
     return peak
+
+
+def shared_host_energy_note(records: Iterable[TrialRecord]) -> str | None:
+    """A warning when trials that overlapped on one host report host-wide measured energy.
+
+    RAPL and CodeCarbon CPU/DRAM readings cover the whole package, so two
+    trials running at once each see both trials' joules. GPU components (one
+    GPU per trial) and per-process estimates are not affected.
+
+    Returns:
+        The message, or ``None`` when no overlapping trial has such a component.
+    """
+    recs = list(records)
+    overlaps = overlapping_trials(recs)
+    hit: list[int] = []
+    for r in recs:
+        if not overlaps.get(r.number):
+            continue
+        for p in r.phases.values():
+            if any(c.measured and not k.startswith("gpu") for k, c in
+                   p.measurement.components.items()):
+                hit.append(r.number)
+                break
+    if not hit:
+        return None
+    shown = ", ".join(str(n) for n in sorted(hit)[:10]) + (" ..." if len(hit) > 10 else "")
+    return (f"trials {shown} ran concurrently with other trials on the same host and report "
+            "host-wide CPU/DRAM energy (RAPL/CodeCarbon), which includes the other trials' share "
+            "and cannot be split honestly; compare them on GPU energy, run one trial per host, "
+            "or see overlapping_trials(study.records)")
