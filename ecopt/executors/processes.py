@@ -27,9 +27,9 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ecopt.executors.base import (
@@ -48,8 +48,14 @@ __all__ = ["ProcessExecutor"]
 log = logging.getLogger("ecopt")
 
 
-def _worker_main(conn: Any) -> None:
+#: What a worker sends when it starts a trial (an outcome is a pickle, never this).
+_STARTED = b"S"
+
+
+def _worker_main(conn: Any, device: str | None = None) -> None:
     """Loop in a worker process: receive a pickled (objective, trial), send its outcome back."""
+    if device is not None:  # before any trial can initialise CUDA
+        os.environ["CUDA_VISIBLE_DEVICES"] = device
     # The driver handles Ctrl-C; a worker must not die of the terminal's SIGINT mid-trial.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     worker = f"pid:{os.getpid()}"
@@ -60,6 +66,7 @@ def _worker_main(conn: Any) -> None:
             return
         if not payload:
             return
+        conn.send_bytes(_STARTED)  # the trial's clock (and timeout) starts now
         try:
             objective, trial = pickle.loads(payload)
         except Exception as exc:  # the objective's module is not importable here...
@@ -100,7 +107,7 @@ class _Worker:
     started_at: str = ""
     deadline: float | None = None
     trials_run: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
+    device: str | None = None
 
     @property
     def label(self) -> str:
@@ -130,6 +137,9 @@ class ProcessExecutor(Executor):
             refused: forking a process that holds threads or CUDA state is unsafe.
         max_trials_per_worker: Replace a worker after this many trials (frees
             memory an objective leaks); ``None``: never.
+        gpus: One worker per GPU id: worker ``i`` runs with
+            ``CUDA_VISIBLE_DEVICES=gpus[i]`` (a replacement worker takes over
+            the GPU of the one it replaces). Sets ``n_workers``.
 
     Objectives and their arguments must be picklable, and importable by
     module path in the workers: define objectives at module level (in a
@@ -139,7 +149,17 @@ class ProcessExecutor(Executor):
     name = "processes"
 
     def __init__(self, n_workers: int | None = None, trial_timeout_s: float | None = None,
-                 start_method: str = "spawn", max_trials_per_worker: int | None = None) -> None:
+                 start_method: str = "spawn", max_trials_per_worker: int | None = None,
+                 gpus: Sequence[int | str] | None = None) -> None:
+        if gpus is not None:
+            gpus = [str(g) for g in gpus]
+            if not gpus or len(set(gpus)) != len(gpus):
+                raise ValueError(f"gpus must list distinct GPU ids, got {gpus!r}")
+            if n_workers is not None and n_workers != len(gpus):
+                raise ValueError(f"n_workers={n_workers} must equal len(gpus)={len(gpus)} "
+                                 "(one worker per GPU)")
+            n_workers = len(gpus)
+        self.gpus = gpus
         n = (os.cpu_count() or 1) if n_workers is None else n_workers
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ValueError(f"n_workers >= 1 must hold, got n_workers={n_workers!r}")
@@ -227,16 +247,21 @@ class ProcessExecutor(Executor):
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "slots": self.slots, "n_workers": self.n_workers,
-                "trial_timeout_s": self.trial_timeout_s, "start_method": self.start_method}
+                "trial_timeout_s": self.trial_timeout_s, "start_method": self.start_method,
+                "gpus": self.gpus}
 
     # -- monitor thread ------------------------------------------------------------
     def _start_worker(self) -> _Worker:
+        device = None
+        if self.gpus is not None:
+            taken = {w.device for w in self._workers}
+            device = next(g for g in self.gpus if g not in taken)
         parent, child = self._ctx.Pipe(duplex=True)
-        proc = self._ctx.Process(target=_worker_main, args=(child,), daemon=True,
+        proc = self._ctx.Process(target=_worker_main, args=(child, device), daemon=True,
                                  name="ecopt-trial-worker")
         proc.start()
         child.close()
-        w = _Worker(proc, parent)
+        w = _Worker(proc, parent, device=device)
         self._workers.append(w)
         return w
 
@@ -267,8 +292,7 @@ class ProcessExecutor(Executor):
             w.job = job
             w.started = time.monotonic()
             w.started_at = _now_iso()
-            w.deadline = None if self.trial_timeout_s is None else \
-                w.started + self.trial_timeout_s
+            w.deadline = None  # set when the worker says it started (spawning takes a while)
             try:
                 w.conn.send_bytes(job.payload)
             except OSError:  # it died between trials: let the loop replace it
@@ -325,8 +349,19 @@ class ProcessExecutor(Executor):
                 for w in list(self._workers):
                     if w.job is not None and (w.conn in ready or w.process.sentinel in ready):
                         try:
-                            if w.conn.poll():
-                                self._finish(w, pickle.loads(w.conn.recv_bytes()))
+                            finished = False
+                            while w.conn.poll():
+                                msg = w.conn.recv_bytes()
+                                if msg == _STARTED:
+                                    w.started = time.monotonic()
+                                    w.started_at = _now_iso()
+                                    if self.trial_timeout_s is not None:
+                                        w.deadline = w.started + self.trial_timeout_s
+                                else:
+                                    self._finish(w, pickle.loads(msg))
+                                    finished = True
+                                    break
+                            if finished or w.process.is_alive():
                                 continue
                         except (EOFError, OSError, pickle.UnpicklingError):
                             pass

@@ -26,6 +26,8 @@ def test_get_executor_names() -> None:
     ({"n_workers": 0}, "n_workers >= 1"),
     ({"trial_timeout_s": 0}, "trial_timeout_s > 0"),
     ({"start_method": "fork"}, "'spawn' or 'forkserver'"),
+    ({"gpus": [0, 0]}, "distinct GPU ids"),
+    ({"gpus": [0, 1], "n_workers": 3}, "n_workers=3 must equal len\\(gpus\\)=2"),
 ])
 def test_bad_arguments(kw: dict, rule: str) -> None:
     with pytest.raises(ValueError, match=rule):
@@ -63,14 +65,21 @@ def test_async_pool_runs_trials_in_two_processes_and_sees_pending(run_dir) -> No
     assert sorted(json.loads(x)["number"] for x in lines) == [0, 1, 2, 3, 4]
 
 
-def test_synchronous_batches_wait_for_each_batch() -> None:
+def test_synchronous_batches_on_one_worker_per_gpu() -> None:
     spy = SpySampler()
     st = study(sampler=spy)
-    with ProcessExecutor(n_workers=2) as ex:
-        recs = st.optimize(T.Sleepy(0.05), n_trials=4, batch_size=2, executor=ex,
+    with ProcessExecutor(gpus=[3, 5]) as ex:
+        assert ex.slots == 2
+        recs = st.optimize(T.report_env, n_trials=4, batch_size=2, executor=ex,
                            asynchronous=False)
     assert len(recs) == 4
+    # q=2 proposals together, the next pair only once both finished.
     assert [(c["n"], len(c["pending"]), c["n_records"]) for c in spy.calls] == [(2, 0, 0), (2, 0, 2)]
+    # Each worker process saw only its own GPU, and the record says which.
+    assert {r.device for r in recs} == {"3", "5"}
+    assert all(r.user_attrs["cuda_visible_devices"] == r.device for r in recs)
+    pid_gpu = {(r.user_attrs["pid"], r.device) for r in recs}
+    assert len(pid_gpu) == 2 and len({p for p, _ in pid_gpu}) == 2
 
 
 @pytest.mark.slow
@@ -106,12 +115,12 @@ def test_own_crash_is_worker_lost_too() -> None:
 @pytest.mark.slow
 def test_hung_trial_times_out_and_its_process_is_killed() -> None:
     st = study()
-    with ProcessExecutor(n_workers=2, trial_timeout_s=1.0) as ex:
+    with ProcessExecutor(n_workers=2, trial_timeout_s=2.0) as ex:
         recs = st.optimize(T.Sleepy(0.1, hang_numbers=(0,), hang_s=600), n_trials=4,
                            executor=ex)
     assert states(recs) == {0: "failed", 1: "complete", 2: "complete", 3: "complete"}
     hung = next(r for r in recs if r.number == 0)
-    assert hung.error.type == "TrialTimeout" and "trial_timeout_s=1" in hung.error.message
+    assert hung.error.type == "TrialTimeout" and "trial_timeout_s=2" in hung.error.message
     assert not hung.interrupted
     assert not pid_alive(int(hung.worker.removeprefix("pid:")))
 
