@@ -22,7 +22,7 @@ import tempfile
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from ecopt.errors import NotAStudyError, StudyLockedError
 from ecopt.trial import TrialRecord
@@ -256,7 +256,3 @@ class StudyStorage:
     def read_running(self) -> list[dict[str, Any]]:
         """Every trial that was started (from ``running.jsonl``)."""
         return list(read_jsonl(self.path / RUNNING_FILE))
-
-    def open_for_append(self) -> IO[str]:  # pragma: no cover - kept for tooling
-        self._require_writable()
-        return open(self.path / TRIALS_FILE, "a", encoding="utf-8")
