@@ -27,6 +27,7 @@ Example:
 
 from __future__ import annotations
 
+import io
 import itertools
 import math
 from collections.abc import Sequence
@@ -34,6 +35,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+try:
+    from matplotlib.figure import Figure as _MplFigure
+except ImportError as _exc:  # pragma: no cover - matplotlib is in the [plot] extra
+    raise ImportError("ecopt.plot needs matplotlib: pip install 'ecopt[plot]'") from _exc
 
 from ecopt import pareto as _pareto
 from ecopt.report import (
@@ -48,11 +54,10 @@ from ecopt.trial import TrialRecord
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
 
     from ecopt.study import Study
 
-__all__ = ["pareto", "hypervolume", "phase_energy", "compare", "report_data", "DPI"]
+__all__ = ["pareto", "hypervolume", "phase_energy", "compare", "report_data", "Figure", "DPI"]
 
 #: Pixels per inch of every figure (sizes below are in inches).
 DPI = 100
@@ -63,6 +68,20 @@ _VIOLATES = dict(facecolors="none", edgecolors="#888888", marker="s", s=30, zord
 _FAILED = dict(color="#c0392b", marker="x", s=30, zorder=2)
 _INFEASIBLE = dict(color="#8e44ad", marker="v", s=30, zorder=2)
 _MAX_LISTED = 12
+
+
+class Figure(_MplFigure):
+    """A matplotlib Figure that a notebook shows inline as PNG, without pyplot.
+
+    Built without ``pyplot`` there is no global figure list (nothing to close,
+    no double display); ``_repr_png_`` lets Jupyter draw it when it is a cell's
+    value, whatever backend is active.
+    """
+
+    def _repr_png_(self) -> bytes:
+        buf = io.BytesIO()
+        self.savefig(buf, format="png", dpi=DPI)
+        return buf.getvalue()
 
 
 def _t(text: object) -> str:
@@ -78,8 +97,6 @@ def report_data(source: Study | str | Path | ReportData) -> ReportData:
 
 
 def _new_figure(width_in: float, height_in: float) -> Figure:
-    from matplotlib.figure import Figure
-
     return Figure(figsize=(width_in, height_in), dpi=DPI, layout="constrained")
 
 
