@@ -69,7 +69,13 @@ class PeakRSS:
 
 @contextlib.contextmanager
 def measured_phase(trial: Any, name: str, samples: int | None = None) -> Iterator[Any]:
-    """``trial.phase(name, samples)`` that also records ``peak_ram_mb_<name>`` as a metric."""
+    """``trial.phase(name, samples)`` that also records peak RSS metrics.
+
+    ``peak_ram_mb_<name>``: the process's peak RSS during the phase (MB);
+    ``ram_delta_mb_<name>``: that peak minus the RSS when the phase began
+    (what the phase added; comparable between trials of one process).
+    """
     with PeakRSS() as mem, trial.phase(name, samples=samples):
         yield trial
     trial.set_metric(f"peak_ram_mb_{name}", mem.peak_bytes / 1e6)
+    trial.set_metric(f"ram_delta_mb_{name}", (mem.peak_bytes - mem.start_bytes) / 1e6)
