@@ -108,10 +108,10 @@ def compare_methods(points: dict[str, list[tuple[float, float]]],
 
 def _parser() -> Any:
     p = C.base_parser(__doc__.split("\n\n")[0], "runs/nas_cnn")
-    p.add_argument("--trials", type=int, default=20, help="budget per method (same for both)")
+    p.add_argument("--trials", type=int, default=16, help="budget per method (same for both)")
     p.add_argument("--methods", default="qlognehvi,random",
                    help="comma-separated samplers to compare at the same budget and seed")
-    p.add_argument("--n-init", type=int, default=8,
+    p.add_argument("--n-init", type=int, default=6,
                    help="qlognehvi: Sobol trials before the GP takes over")
     p.add_argument("--epochs", type=int, default=4, help="training epochs of every model")
     p.add_argument("--inference-passes", type=int, default=20,

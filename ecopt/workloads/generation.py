@@ -57,7 +57,8 @@ from ecopt.errors import Infeasible
 from ecopt.trial import Trial
 
 __all__ = ["GemmaArch", "GenerationObjective", "gemma3_config", "build_causal_lm",
-           "predict_memory_gb", "count_parameters", "DTYPE_BYTES"]
+           "predict_memory_gb", "arch_from_config", "count_parameters", "DTYPE_BYTES",
+           "resolve_device"]
 
 #: Bytes per element of the dtypes the objective understands.
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
@@ -203,6 +204,22 @@ def build_causal_lm(arch: GemmaArch | None = None, model_path: str | None = None
     return model.to(device).eval()
 
 
+def arch_from_config(config: Any) -> GemmaArch:
+    """The :class:`GemmaArch` fields of a loaded model's (text) config, for memory prediction."""
+    cfg = config.get_text_config() if hasattr(config, "get_text_config") else config
+    heads = int(getattr(cfg, "num_attention_heads", 1) or 1)
+    hidden = int(cfg.hidden_size)
+    return GemmaArch(
+        vocab_size=int(cfg.vocab_size), hidden_size=hidden,
+        intermediate_size=int(getattr(cfg, "intermediate_size", 4 * hidden) or 4 * hidden),
+        num_hidden_layers=int(cfg.num_hidden_layers), num_attention_heads=heads,
+        num_key_value_heads=int(getattr(cfg, "num_key_value_heads", heads) or heads),
+        head_dim=int(getattr(cfg, "head_dim", 0) or hidden // heads) if hidden % heads == 0
+        else int(getattr(cfg, "head_dim", 1) or 1),
+        sliding_window=int(getattr(cfg, "sliding_window", 128) or 128),
+    )
+
+
 def predict_memory_gb(arch: GemmaArch, batch_size: int, prompt_len: int, max_new_tokens: int,
                       dtype: str = "float32", n_params: int | None = None) -> float:
     """Predicted peak memory of one generate call, in GB (an estimate, used for the CPU ceiling).
@@ -343,15 +360,18 @@ class GenerationObjective:
         if dtype == "float16" and device == "cpu":
             raise Infeasible("float16 generation is not supported on CPU; use bfloat16")
         arch = self.arch.with_params(trial.params)
-        predicted = predict_memory_gb(arch, batch, prompt_len, new_tokens, dtype)
+        with trial.phase("load"):
+            model = self.model_for(arch, dtype, attn, device)
+        if self.model_path is not None:
+            arch = arch_from_config(model.config)
+        predicted = predict_memory_gb(arch, batch, prompt_len, new_tokens, dtype,
+                                      n_params=count_parameters(model))
         trial.set_metric("predicted_memory_gb", predicted)
         if self.max_memory_gb is not None and predicted > self.max_memory_gb:
             raise Infeasible(
                 f"emulated memory ceiling: predicted {predicted:.3f} GB > max_memory_gb="
                 f"{self.max_memory_gb} GB for batch_size={batch}, max_new_tokens={new_tokens} "
                 "(an estimate standing in for a VRAM limit, not a measured out-of-memory)")
-        with trial.phase("load"):
-            model = self.model_for(arch, dtype, attn, device)
         n_params = count_parameters(model)
         trial.set_metric("n_params", n_params)
         vocab = int(model.config.vocab_size)

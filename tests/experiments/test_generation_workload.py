@@ -73,7 +73,8 @@ def test_objective_measures_generation(tmp_path):
 
 def test_memory_ceiling_makes_trials_infeasible(tmp_path):
     obj = GenerationObjective(arch=TINY, device="cpu", max_new_tokens=4, prompt_len=3,
-                              min_window_s=0.0, max_memory_gb=predict_memory_gb(TINY, 8, 3, 4))
+                              min_window_s=0.0, max_memory_gb=predict_memory_gb(
+                                  TINY, 8, 3, 4, n_params=count_parameters(build_causal_lm(TINY))))
     study = _study(tmp_path)
     ok = study.ask(params={"batch_size": 8})
     assert study.tell(ok, obj(ok)).state.value == "complete"
@@ -114,3 +115,23 @@ def test_local_checkpoint_loads_without_download(tmp_path):
     assert count_parameters(again) == count_parameters(model)
     with pytest.raises(ValueError, match="local directory"):
         build_causal_lm(model_path=str(tmp_path / "missing"))
+
+
+def test_objective_on_a_local_checkpoint(tmp_path):
+    from ecopt.workloads.generation import arch_from_config
+
+    model = build_causal_lm(TINY, seed=1)
+    model.save_pretrained(tmp_path / "ckpt")
+    a = arch_from_config(model.config)
+    assert (a.hidden_size, a.num_hidden_layers, a.vocab_size) == (32, 1, 64)
+    obj = GenerationObjective(model_path=str(tmp_path / "ckpt"), device="cpu",
+                              max_new_tokens=2, prompt_len=2, min_window_s=0.0,
+                              max_memory_gb=predict_memory_gb(a, 4, 2, 2,
+                                                              n_params=count_parameters(model)))
+    study = _study(tmp_path)
+    t = study.ask(params={"batch_size": 4})
+    assert study.tell(t, obj(t)).state.value == "complete"
+    t = study.ask(params={"batch_size": 5})
+    with pytest.raises(ecopt.Infeasible, match="emulated memory ceiling"):
+        obj(t)
+    study.close()
