@@ -156,17 +156,19 @@ def main(argv: list[str] | None = None) -> int:
     # Paired design: each meter run sits next to a no-meter run of the same windows,
     # in alternating order, so machine-load drift cancels in the per-pair ratio.
     ratios: dict[str, dict[int, list[float]]] = {k: {w: [] for w in v} for k, v in runs.items()}
+    cpu_ratios: dict[str, dict[int, list[float]]] = {k: {w: [] for w in v} for k, v in runs.items()}
     base_s: list[float] = []
     for p in range(args.pairs):
         for label, by_w in runs.items():
             for w, run in by_w.items():
                 if p % 2 == 0:
-                    t0 = _time_windows(None, n, w)[0]
-                    t1 = run()[0]
+                    t0, c0 = _time_windows(None, n, w)
+                    t1, c1 = run()
                 else:
-                    t1 = run()[0]
-                    t0 = _time_windows(None, n, w)[0]
+                    t1, c1 = run()
+                    t0, c0 = _time_windows(None, n, w)
                 ratios[label][w].append(t1 / t0)
+                cpu_ratios[label][w].append(c1 / c0)
                 if w == 1:
                     base_s.append(t0)
         print(f"# pair {p + 1}/{args.pairs} done", file=sys.stderr)
@@ -176,8 +178,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"workload: {n} iterations of a pure-Python loop (median {statistics.median(base_s):.3f} s "
           f"without a meter), {args.pairs} paired runs per row")
     print()
-    hdr = (f"| {'configuration':<30} | {'1 window: ratio [IQR]':>24} | "
-           f"{'20 windows: ratio [IQR]':>24} | {'empty window us':>15} |")
+    hdr = (f"| {'configuration':<28} | {'1 window: wall ratio [IQR]':>26} | "
+           f"{'CPU ratio [IQR]':>22} | {'20 windows: wall ratio [IQR]':>28} | "
+           f"{'CPU ratio [IQR]':>22} | {'empty window us':>15} |")
     print(hdr)
     print("|" + "|".join("-" * (len(c)) for c in hdr.split("|")[1:-1]) + "|")
 
@@ -188,11 +191,14 @@ def main(argv: list[str] | None = None) -> int:
 
     for label, by_w in ratios.items():
         empty = f"{_empty_window_us(meters[label]):.1f}" if label in meters else "-"
-        print(f"| {label:<30} | {cell(by_w.get(1, [])):>24} | {cell(by_w.get(20, [])):>24} | "
-              f"{empty:>15} |")
+        cr = cpu_ratios[label]
+        print(f"| {label:<28} | {cell(by_w.get(1, [])):>26} | {cell(cr.get(1, [])):>22} | "
+              f"{cell(by_w.get(20, [])):>28} | {cell(cr.get(20, [])):>22} | {empty:>15} |")
     print()
-    print("ratio = median over pairs of (time with the meter / time without it, run back to back); "
-          "1.0100 = 1% slower; IQR = interquartile range of the pair ratios (machine noise). "
+    print("wall ratio = median over pairs of (wall time with the meter / without it, run back to "
+          "back); CPU ratio = the same with this process's CPU time (all its threads, so a meter's "
+          "background threads count; other processes' load mostly does not); 1.0100 = 1% slower; "
+          "IQR = interquartile range of the pair ratios (machine noise). "
           "CodeCarbon tracker: start() + work + stop() of a fresh OfflineEmissionsTracker at its "
           "defaults (measure_power_secs=15).")
     for m in meters.values():

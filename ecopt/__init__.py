@@ -65,7 +65,8 @@ __all__ = [
     "plot",
 ]
 
-_LAZY_MODULES = {"pareto", "samplers", "meters", "plot", "executors", "data", "workloads", "report"}
+_LAZY_MODULES = {"pareto", "samplers", "meters", "plot", "executors", "data", "workloads", "report",
+                 "energy"}
 
 
 def __getattr__(name: str) -> Any:
