@@ -120,7 +120,7 @@ class Study:
             self.sampler: Sampler | None = None
             self.meter: Meter | None = None
             self.name = name or self.spec.get("name") or ""
-            self.idle = self.spec.get("idle")
+            self.idle: dict[str, Any] | None = self.spec.get("idle")
             return
 
         self.sampler = get_sampler(sampler)
@@ -135,7 +135,7 @@ class Study:
             except BaseException:
                 self._storage.close()
                 raise
-        self.idle: dict[str, Any] | None = None
+        self.idle = None
         if idle_s or subtract_idle or "idle" in self.spec:
             from ecopt.meters.idle import setup_study_idle
 
