@@ -270,7 +270,7 @@ def _first_batches(loader_tensors: tuple[Any, ...], batch_size: int, n: int) -> 
     return out
 
 
-def profile(source: TablePipeline | StagedDataset | EpochLoader,
+def profile(source: TablePipeline | StagedDataset | EpochLoader | Callable[[], tuple[Any, ...]],
             consumer: Callable[[Any], Any] | None = None, *, config: LoaderConfig | None = None,
             epochs: int = 3, trace_samples: int = 256, consumer_batches: int = 5,
             meter: str | Meter = "auto", try_backends: Sequence[str] = (),
@@ -279,8 +279,9 @@ def profile(source: TablePipeline | StagedDataset | EpochLoader,
 
     Args:
         source: A :class:`TablePipeline`, a :class:`StagedDataset` (any
-            per-sample dataset with named ``stages``) or an :class:`EpochLoader`
-            (whose pipeline and config are used).
+            per-sample dataset with named ``stages``), a callable producing a
+            tuple of tensors (traced as one ``produce`` stage) or an
+            :class:`EpochLoader` (whose source and config are used).
         consumer: The training step, called with one batch; ``None`` treats the
             consumer as infinitely fast (the pipeline alone is judged).
         config: Current knobs (default: the loader's, else ``LoaderConfig()``).
@@ -357,9 +358,19 @@ def profile(source: TablePipeline | StagedDataset | EpochLoader,
             if isinstance(batches[0], (tuple, list)) else (torch.cat(batches),)
         scale = n / k
         cache_bytes = int(_nbytes(tensors) * scale)
+    elif callable(source):
+        # A producer of tensors (what make_loader accepts): one opaque table stage.
+        kind = "table"
+        with StageWindow("produce", "table", m) as w:
+            tensors = tuple(source())
+        assert w.trace is not None
+        n = int(tensors[0].shape[0])
+        w.trace.samples = n
+        traces = [w.trace]
+        cache_bytes = _nbytes(tensors)
     else:
-        raise ValueError(f"profile() takes a TablePipeline, a StagedDataset or an EpochLoader, "
-                         f"got {type(source).__name__}")
+        raise ValueError(f"profile() takes a TablePipeline, a StagedDataset, a tensor producer "
+                         f"or an EpochLoader, got {type(source).__name__}")
 
     # Slicing batches out of in-memory tensors: what every cached epoch pays.
     sliced = _TensorBatches(tensors, [slice(i, i + bs) for i in range(0, int(tensors[0].shape[0]), bs)])

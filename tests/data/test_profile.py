@@ -104,3 +104,14 @@ def test_cli_profile_prints_the_diagnosis(capsys):
     assert "bottleneck stage:" in out and "ESTIMATED" in out and "backend polars" in out
     assert main(["profile", "insurance", "--num-workers", "999"]) == 2
     assert "num_workers=999" in capsys.readouterr().err
+
+
+def test_a_tensor_producer_is_one_stage_and_a_loader_brings_its_config():
+    def produce():
+        time.sleep(0.05)
+        return torch.zeros(64, 3), torch.zeros(64)
+
+    loader = make_loader(produce, batch_size=16, cache=False)
+    diag = profile(loader, epochs=2, meter="estimate")
+    assert diag.config is loader.config and diag.bottleneck == "produce"
+    assert diag.recommended_config.cache is True
