@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"workload: {n} iterations of a pure-Python loop (median {statistics.median(base_s):.3f} s "
           f"without a meter), {args.pairs} paired runs per row")
     print()
-    hdr = (f"| {'configuration':<28} | {'1 window: wall ratio [IQR]':>26} | "
+    hdr = (f"| {'configuration':<30} | {'1 window: wall ratio [IQR]':>26} | "
            f"{'CPU ratio [IQR]':>22} | {'20 windows: wall ratio [IQR]':>28} | "
            f"{'CPU ratio [IQR]':>22} | {'empty window us':>15} |")
     print(hdr)
@@ -192,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     for label, by_w in ratios.items():
         empty = f"{_empty_window_us(meters[label]):.1f}" if label in meters else "-"
         cr = cpu_ratios[label]
-        print(f"| {label:<28} | {cell(by_w.get(1, [])):>26} | {cell(cr.get(1, [])):>22} | "
+        print(f"| {label:<30} | {cell(by_w.get(1, [])):>26} | {cell(cr.get(1, [])):>22} | "
               f"{cell(by_w.get(20, [])):>28} | {cell(cr.get(20, [])):>22} | {empty:>15} |")
     print()
     print("wall ratio = median over pairs of (wall time with the meter / without it, run back to "
