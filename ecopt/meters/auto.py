@@ -81,14 +81,14 @@ class CompositeMeter(Meter):
                 except Exception:
                     pass
             raise
-        return handles
+        return {"handles": handles, "extras": {}}
 
     def _stop(self, state: Any, duration_s: float) -> dict[str, ComponentEnergy]:
         # Stopped in reverse so the cheapest counters (opened first) bracket the rest.
         comps: dict[str, ComponentEnergy] = {}
         extras: dict[str, float] = {}
         errors: list[str] = []
-        for p, h in reversed(list(zip(self.parts, state))):
+        for p, h in reversed(list(zip(self.parts, state["handles"]))):
             try:
                 m = p.stop(h)
             except Exception as exc:
@@ -99,7 +99,7 @@ class CompositeMeter(Meter):
             extras.update(m.extras)
         if errors:
             raise MeterError("meter failed while measuring: " + "; ".join(errors))
-        self._last_extras = extras
+        state["extras"] = extras  # per window, so overlapping windows never mix extras
         return comps
 
     def stop(self, handle: WindowHandle) -> Measurement:
@@ -108,7 +108,7 @@ class CompositeMeter(Meter):
         if len(self.parts) == 1:
             return self.parts[0].stop(handle)
         m = super().stop(handle)
-        extras = getattr(self, "_last_extras", {})
+        extras = handle.state["extras"]
         return replace(m, extras={**m.extras, **extras}) if extras else m
 
     def window_details(self) -> dict[str, Any]:

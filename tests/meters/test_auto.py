@@ -84,3 +84,18 @@ def test_unknown_meter_name_is_a_value_error():
     with pytest.raises(ValueError, match="unknown meter"):
         ecopt.Study(space, [ecopt.Objective("a", "max"), ecopt.Objective("b", "max")],
                     sampler="random", meter="joulemeter")
+
+
+def test_composite_reports_which_part_failed(fake_nvml, hw, powercap):
+    from ecopt.errors import MeterError
+    from ecopt.meters.auto import CompositeMeter
+
+    nv = fake_nvml([hw.FakeGpu()])
+    m = CompositeMeter([get_meter("nvml", counter_period_s=0.0), get_meter("rapl", root=powercap)])
+    w = m.start()
+    nv.gpus[0].lost = True
+    with pytest.raises(MeterError, match="nvml: NVML failed.*GPU is lost"):
+        m.stop(w)
+    m.close()
+    with pytest.raises(ValueError, match="at least one part"):
+        CompositeMeter([])
