@@ -49,12 +49,13 @@ font-weight:600}.banner span{font-weight:400}
 table{border-collapse:collapse;font-size:.85em;margin:8px 0}th,td{border:1px solid #d5dbe3;
 padding:3px 8px;text-align:left;vertical-align:top}th{background:#f1f4f8}
 td.num{text-align:right;font-variant-numeric:tabular-nums}
-.src{color:#667;font-size:.85em}.est{color:#a66d00;font-weight:600;font-size:.8em}
+.src{color:#667;font-size:.85em;white-space:nowrap}.est{color:#a66d00;font-weight:600;font-size:.8em}
 .meas{color:#2a7a2a;font-weight:600;font-size:.8em}
 tr.front td:first-child{font-weight:700}img{max-width:100%;height:auto;border:1px solid #eee}
 .kv th{width:220px}pre{background:#f6f8fa;padding:10px;overflow:auto;font-size:.8em;max-height:480px}
 .state-failed{color:#c0392b}.state-infeasible{color:#8e44ad}.muted{color:#889}
 figure{margin:8px 0}figcaption{font-size:.85em;color:#556}
+.scroll{overflow-x:auto;max-width:100%}
 """
 
 
@@ -217,7 +218,7 @@ def _front_table(data: ReportData) -> str:
         if data.lifecycle_energy_j:
             cells.append(_cell(data.lifecycle_energy_j.get(r.number)))
         rows.append(_row(cells, "front"))
-    return f'<table id="front-table">{_th(head)}{"".join(rows)}</table>'
+    return f'<div class="scroll"><table id="front-table">{_th(head)}{"".join(rows)}</table></div>'
 
 
 def _trials_table(data: ReportData) -> str:
@@ -239,7 +240,7 @@ def _trials_table(data: ReportData) -> str:
         cells += [_cell(r.values.get(o)) for o in objs]
         cells += [_cell(r.energy_j if r.phases else None), _cell(r.duration_s), _cell(err)]
         rows.append(_row(cells, "front" if kind == "front" else ""))
-    return f'<table id="trials-table">{_th(head)}{"".join(rows)}</table>'
+    return f'<div class="scroll"><table id="trials-table">{_th(head)}{"".join(rows)}</table></div>'
 
 
 def _failures(data: ReportData) -> str:
@@ -299,8 +300,9 @@ def _spec(data: ReportData) -> str:
             facts.append((k, str(spec[k])))
     if "sampler" in spec:
         facts.append(("sampler", json.dumps(spec["sampler"], ensure_ascii=False)))
-    if "meter" in spec:
-        facts.append(("meter", json.dumps(spec["meter"], ensure_ascii=False)))
+    for k in ("meter", "idle"):
+        if spec.get(k) is not None:
+            facts.append((k, json.dumps(spec[k], ensure_ascii=False, default=str)))
     if facts:
         out.append("<h3>Study</h3>" + _kv(facts))
     host = spec.get("host") or {}
