@@ -38,6 +38,7 @@ __all__ = [
     "RepeatResult",
     "repeat_phase",
     "provenance",
+    "accuracy_sd",
 ]
 
 _QUANTITIES = ("samples_per_joule", "joules_per_sample", "energy_j", "duration_s")
@@ -156,6 +157,23 @@ def provenance(source: Any, phase: str | None = None) -> str:
     if all(flags):
         return "measured"
     return "estimated" if not any(flags) else "mixed"
+
+
+def accuracy_sd(accuracy: float, n: int) -> float:
+    """Standard error of an accuracy measured on ``n`` test samples: ``sqrt(p (1 - p) / n)``.
+
+    Report it with ``trial.set_noise("accuracy", accuracy_sd(acc, len(X_test)))`` next to
+    :func:`repeat_phase`'s noise, so every objective of the trial carries a noise level
+    (qLogNEHVI/qNEHVI use observed noise only when all objectives report one).
+
+    Raises:
+        ValueError: for ``accuracy`` outside [0, 1] or ``n < 1``.
+    """
+    if not (isinstance(accuracy, (int, float)) and 0.0 <= accuracy <= 1.0):
+        raise ValueError(f"accuracy must be in [0, 1], got {accuracy!r}")
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"n >= 1 must hold, got n={n!r}")
+    return math.sqrt(accuracy * (1.0 - accuracy) / n)
 
 
 def trimmed_mean_ci(values: Sequence[float], trim: float = 0.1, confidence: float = 0.95

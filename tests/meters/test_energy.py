@@ -65,6 +65,15 @@ def test_trial_helpers_and_lifecycle(run_dir):
     study.close()
 
 
+def test_accuracy_sd():
+    assert energy.accuracy_sd(0.9, 100) == pytest.approx(0.03)
+    assert energy.accuracy_sd(1.0, 10) == 0.0
+    with pytest.raises(ValueError, match="accuracy must be in"):
+        energy.accuracy_sd(1.2, 10)
+    with pytest.raises(ValueError, match="n >= 1"):
+        energy.accuracy_sd(0.5, 0)
+
+
 def test_trimmed_mean_ci_matches_scipy():
     import numpy as np
     from scipy import stats
