@@ -89,9 +89,10 @@ def cli_main(args: argparse.Namespace) -> int:
     print("Energy meters on this machine", file=out)
     print("", file=out)
     width = max(len(k) for k in report["backends"])
+    print(f"  {'backend':<{width}}  usable  why", file=out)
     for name, b in report["backends"].items():
         mark = "yes" if b["available"] else "no "
-        print(f"  {name:<{width}}  {mark}  {b['why']}", file=out)
+        print(f"  {name:<{width}}  {mark}     {b['why']}", file=out)
     auto = report["auto"]
     print("", file=out)
     print(f"auto picks: {auto['meter']}"
