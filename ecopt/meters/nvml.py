@@ -292,11 +292,16 @@ class NVMLMeter(Meter):
                 note = ("energy counter reset during the window (driver reload or GPU reset); "
                         "energy is a lower bound")
         if delta == 0 or duration_s < self.counter_period_s:
+            counter_j = delta / 1000.0
             try:
                 power_w = self._nv.nvmlDeviceGetPowerUsage(g.handle) / 1000.0
             except self._nv.NVMLError as exc:
-                raise MeterError(f"NVML failed reading power of gpu:{g.cuda_index}: {exc}") from None
-            counter_j = delta / 1000.0
+                # The counter was just read, so the GPU is there; only power is missing.
+                return ComponentEnergy(
+                    counter_j, "nvml-energy-counter", True,
+                    note=f"window of {duration_s * 1000:.3g} ms is shorter than the energy "
+                         f"counter's update period and power is unreadable ({exc}): energy may "
+                         "be underestimated")
             return ComponentEnergy(
                 max(counter_j, power_w * duration_s), "nvml-instant-power", True,
                 note=f"window of {duration_s * 1000:.3g} ms is shorter than the energy counter's "
