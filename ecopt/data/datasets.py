@@ -234,8 +234,8 @@ class _Decode:
         from PIL import Image, UnidentifiedImageError
 
         try:
-            with Image.open(path) as im:
-                im = im.convert("RGB")
+            with Image.open(path) as f:
+                im = f.convert("RGB")
                 if im.size != (self.size, self.size):
                     im = im.resize((self.size, self.size))
                 return np.asarray(im, dtype=np.uint8)

@@ -163,7 +163,7 @@ class EpochLoader:
         self.epochs_run = 0
         self._cached: tuple[Any, ...] | None = None
         self._primed: tuple[Any, ...] | None = None
-        self.n_samples: int | None = len(source) if self.kind == "sample" else None
+        self.n_samples: int | None = len(source) if self.kind == "sample" else None  # type: ignore[arg-type]
 
     def __repr__(self) -> str:
         return f"EpochLoader({self.source!r}, {self.config!r})"
@@ -215,14 +215,16 @@ class EpochLoader:
         """All preprocessed samples as tensors (runs the pipeline unless cached)."""
         if self._cached is not None:
             return self._cached
+        out: tuple[Any, ...]
         if self._primed is not None:
             out, self._primed = self._primed, None
             return out
-        if isinstance(self.source, TablePipeline):
-            t = self.source.run()
-            out: tuple[Any, ...] = (t.features, t.codes, t.target)
+        src: Any = self.source
+        if isinstance(src, TablePipeline):
+            t = src.run()
+            out = (t.features, t.codes, t.target)
         elif self.kind == "table":
-            out = tuple(self.source())
+            out = tuple(src())
         else:
             import torch
 

@@ -321,6 +321,7 @@ def profile(source: TablePipeline | StagedDataset | EpochLoader | Callable[[], t
     bs = config.batch_size
 
     traces: list[StageTrace] = []
+    tensors: tuple[Any, ...]
     scale = 1.0
     if isinstance(source, TablePipeline):
         kind = "table"
@@ -337,24 +338,26 @@ def profile(source: TablePipeline | StagedDataset | EpochLoader | Callable[[], t
         from torch.utils.data import default_collate
 
         kind = "sample"
-        n = len(source)
+        ds: Any = source
+        n = len(ds)
         if n == 0:
             raise ValueError("the dataset is empty; nothing to profile")
         k = min(n, int(trace_samples))
         idx = [int(i * n / k) for i in range(k)]
-        values = [source.items[i] for i in idx]
-        for name, fn in source.stages:
+        values = [ds.items[i] for i in idx]
+        for name, fn in ds.stages:
             with StageWindow(name, "sample", m, samples=k) as w:
                 values = [fn(v) for v in values]
             assert w.trace is not None
             traces.append(w.trace)
-        labels = [source.labels[i] for i in idx] if source.labels is not None else None
+        labels = [ds.labels[i] for i in idx] if ds.labels is not None else None
         items = list(zip(values, labels)) if labels is not None else values
         with StageWindow("collate", "batch", m, samples=k) as w:
             batches = [default_collate(items[i:i + bs]) for i in range(0, k, bs)]
         assert w.trace is not None
         traces.append(w.trace)
-        tensors = tuple(torch.cat([b[j] for b in batches]) for j in range(len(batches[0]))) \
+        tensors = tuple(torch.cat([b[j] for b in batches])
+                        for j in range(len(batches[0]))) \
             if isinstance(batches[0], (tuple, list)) else (torch.cat(batches),)
         scale = n / k
         cache_bytes = int(_nbytes(tensors) * scale)
@@ -480,10 +483,10 @@ def profile(source: TablePipeline | StagedDataset | EpochLoader | Callable[[], t
                         "past the core count only while it waits)" if sample_s > 0 else ""))
     # Keep the best value per knob, best first.
     best_per: dict[str, Recommendation] = {}
-    for r in recs:
-        if r.knob not in best_per or r.predicted_gain > best_per[r.knob].predicted_gain:
-            best_per[r.knob] = r
-    recs = sorted(best_per.values(), key=lambda r: -r.predicted_gain)
+    for rec in recs:
+        if rec.knob not in best_per or rec.predicted_gain > best_per[rec.knob].predicted_gain:
+            best_per[rec.knob] = rec
+    recs = sorted(best_per.values(), key=lambda x: -x.predicted_gain)
 
     backend_name = source.backend.name if isinstance(source, TablePipeline) else None
     if isinstance(source, TablePipeline):
