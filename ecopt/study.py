@@ -594,7 +594,8 @@ class Study:
                     to_start = 0
                 free = ex.slots - len(in_flight)
                 if to_start > 0 and free > 0 and (asynchronous or not in_flight):
-                    trials = self.ask(min(batch_size, to_start, free))
+                    asked = self.ask(min(batch_size, to_start, free))
+                    trials = asked if isinstance(asked, list) else [asked]
                     if not trials:
                         log.warning("the sampler has nothing left to propose; stopping")
                         to_start = 0

@@ -17,7 +17,7 @@ from typing import Any
 
 from ecopt.trial import Trial
 
-__all__ = ["zdt1", "quick", "Sleepy", "VariableSleep", "PidThenSleep", "Suicide", "report_env", "pending_seen"]
+__all__ = ["zdt1", "quick", "Sleepy", "VariableSleep", "ZDT1Sleep", "PidThenSleep", "Suicide", "report_env", "pending_seen"]
 
 
 def zdt1(x: float, y: float) -> dict[str, float]:
@@ -83,6 +83,26 @@ class VariableSleep:
             else:
                 time.sleep(d)
         return zdt1(float(trial["x"]), float(trial["y"]))
+
+
+class ZDT1Sleep:
+    """ZDT1 on ``x0 .. x{d-1}`` after ``base_s + span_s * x0`` seconds (benchmarks).
+
+    Args:
+        base_s: Shortest trial.
+        span_s: Extra seconds at ``x0 = 1`` (trial length depends on the configuration).
+    """
+
+    def __init__(self, base_s: float = 1.0, span_s: float = 4.0) -> None:
+        self.base_s = base_s
+        self.span_s = span_s
+
+    def __call__(self, trial: Trial) -> dict[str, float]:
+        xs = [float(trial.params[k]) for k in sorted(trial.params)]
+        with trial.phase("work"):
+            time.sleep(self.base_s + self.span_s * xs[0])
+        g = 1.0 + 9.0 * sum(xs[1:]) / max(len(xs) - 1, 1)
+        return {"f1": xs[0], "f2": g * (1.0 - math.sqrt(xs[0] / g))}
 
 
 class PidThenSleep:

@@ -255,8 +255,8 @@ class DaskExecutor(Executor):
             total += max(cap, 0)
         return total
 
-    @property  # type: ignore[override]
-    def slots(self) -> int:
+    @property
+    def slots(self) -> int:  # type: ignore[override]
         """Trials the cluster can run at once now (refreshed every 2 s; at least 1)."""
         t, n = self._slots_cache
         if time.monotonic() - t > 2.0 and self._client.status == "running":

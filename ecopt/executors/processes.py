@@ -151,15 +151,16 @@ class ProcessExecutor(Executor):
     def __init__(self, n_workers: int | None = None, trial_timeout_s: float | None = None,
                  start_method: str = "spawn", max_trials_per_worker: int | None = None,
                  gpus: Sequence[int | str] | None = None) -> None:
+        self.gpus: list[str] | None = None
         if gpus is not None:
-            gpus = [str(g) for g in gpus]
-            if not gpus or len(set(gpus)) != len(gpus):
-                raise ValueError(f"gpus must list distinct GPU ids, got {gpus!r}")
-            if n_workers is not None and n_workers != len(gpus):
-                raise ValueError(f"n_workers={n_workers} must equal len(gpus)={len(gpus)} "
+            ids = [str(g) for g in gpus]
+            if not ids or len(set(ids)) != len(ids):
+                raise ValueError(f"gpus must list distinct GPU ids, got {list(gpus)!r}")
+            if n_workers is not None and n_workers != len(ids):
+                raise ValueError(f"n_workers={n_workers} must equal len(gpus)={len(ids)} "
                                  "(one worker per GPU)")
-            n_workers = len(gpus)
-        self.gpus = gpus
+            n_workers = len(ids)
+            self.gpus = ids
         n = (os.cpu_count() or 1) if n_workers is None else n_workers
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ValueError(f"n_workers >= 1 must hold, got n_workers={n_workers!r}")
@@ -257,8 +258,8 @@ class ProcessExecutor(Executor):
             taken = {w.device for w in self._workers}
             device = next(g for g in self.gpus if g not in taken)
         parent, child = self._ctx.Pipe(duplex=True)
-        proc = self._ctx.Process(target=_worker_main, args=(child, device), daemon=True,
-                                 name="ecopt-trial-worker")
+        proc = self._ctx.Process(  # type: ignore[attr-defined]
+            target=_worker_main, args=(child, device), daemon=True, name="ecopt-trial-worker")
         proc.start()
         child.close()
         w = _Worker(proc, parent, device=device)
