@@ -10,7 +10,7 @@ as a user attribute).
 Knobs (``trial.params``, defaults in brackets): ``batch_size`` [32],
 ``num_workers`` [0], ``prefetch_factor`` [2], ``pin_memory`` [False],
 ``cache`` [True: decoded tensors kept after the first epoch], ``lr`` [1e-2],
-``channels`` [8], ``depth`` [2], ``epochs`` [3], ``image_size`` [32],
+``channels`` [8], ``depth`` [2], ``epochs`` [8], ``image_size`` [32],
 ``threads`` [None].
 
 Phases: ``load`` (list the folder), ``preprocess`` (with ``cache``: decode every
@@ -67,7 +67,7 @@ class ImageFolderObjective:
     seed: int = 0
 
     DEFAULTS = {"batch_size": 32, "num_workers": 0, "prefetch_factor": 2, "pin_memory": False,
-                "cache": True, "lr": 1e-2, "channels": 8, "depth": 2, "epochs": 3,
+                "cache": True, "lr": 1e-2, "channels": 8, "depth": 2, "epochs": 8,
                 "image_size": 32, "threads": None}
     quality = "accuracy"
 
