@@ -307,8 +307,8 @@ class Trial:
                 f"phase {name!r} opened inside phase {self._open_phase!r}; phases do not nest "
                 "(their energy would be counted twice): close the outer phase first"
             )
+        handle = self.meter.start()  # if this raises, no phase is left open
         self._open_phase = name
-        handle = self.meter.start()
         try:
             yield self
         finally:
