@@ -24,7 +24,7 @@ def this_python_kernel(tmp_path, monkeypatch):
     (spec_dir / "kernel.json").write_text(json.dumps({
         "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
         "display_name": "ecopt test", "language": "python",
-        "env": {"OMP_NUM_THREADS": "1", "MPLBACKEND": "module://matplotlib_inline.backend_inline"},
+        "env": {"OMP_NUM_THREADS": "1"},
     }))
     monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
     return "ecopt-test"

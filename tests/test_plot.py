@@ -39,7 +39,7 @@ def runs(tmp_path_factory):
         ("three", [ecopt.Objective("accuracy", "max"), ecopt.Objective("latency_ms", "min"),
                    ecopt.Objective("samples_per_joule", "max")], []),
     ]:
-        with ecopt.Study(SPACE, objs, cons, storage=root / name, sampler="sobol",
+        with ecopt.Study(SPACE, objs, cons, storage=root / name, sampler="random",
                          meter="estimate", seed=2) as s:
             s.optimize(objective, n_trials=12, show_progress=False)
         out[name] = root / name

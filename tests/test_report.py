@@ -54,8 +54,7 @@ def study2(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def study3(tmp_path_factory):
-    return make_study(tmp_path_factory.mktemp("r") / "three", OBJS3, objective3, n=16,
-                      sampler="sobol")
+    return make_study(tmp_path_factory.mktemp("r") / "three", OBJS3, objective3, n=16, seed=3)
 
 
 def brute_front(records, objectives):
@@ -273,7 +272,7 @@ def test_hypervolume_series_without_reference_point_is_zero(study2):
 
 
 def test_compare_shared_reference_point(study2, tmp_path):
-    other = make_study(tmp_path / "other", n=8, sampler="sobol", seed=3)
+    other = make_study(tmp_path / "other", n=8, seed=3)
     cmp = build_compare([study2, other])
     assert len(cmp.entries) == 2 and cmp.reference_point is not None
     for e, path in zip(cmp.entries, (study2, other)):
