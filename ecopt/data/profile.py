@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
+import types
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -565,3 +567,15 @@ def cli_main(args: argparse.Namespace) -> int:
     else:
         print(diag.to_text())
     return 0
+
+
+class _CallableModule(types.ModuleType):
+    """Importing ``ecopt.data.profile`` (the module) rebinds ``ecopt.data.profile`` from the
+    function to this module; making the module callable keeps ``ecopt.data.profile(...)``
+    working either way."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Diagnosis:
+        return profile(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

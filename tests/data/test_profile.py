@@ -115,3 +115,12 @@ def test_a_tensor_producer_is_one_stage_and_a_loader_brings_its_config():
     diag = profile(loader, epochs=2, meter="estimate")
     assert diag.config is loader.config and diag.bottleneck == "produce"
     assert diag.recommended_config.cache is True
+
+
+def test_ecopt_data_profile_is_callable_after_the_submodule_is_imported():
+    import ecopt
+    import ecopt.data.profile  # noqa: F401 - rebinds the package attribute to the module
+
+    ds = StagedDataset([1, 2, 3], [("load", _load)], labels=[0, 1, 0])
+    diag = ecopt.data.profile(ds, config=LoaderConfig(batch_size=2), meter="estimate")
+    assert diag.bottleneck in ("load", "collate", "slice")
