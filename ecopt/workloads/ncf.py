@@ -17,9 +17,9 @@ it the pipeline and the negative sampling run again every epoch], ``lr``
 Phases and returns are those of :mod:`ecopt.workloads.tabular`; ``preprocess``
 holds the backend's stages and then the (backend-independent, numpy)
 leave-one-out split and negative sampling, whose seconds are recorded apart as
-``split_and_negatives_s``.
-``hit_rate`` and ``samples_per_joule`` (training pairs x epochs per joule of
-load + preprocess + train), with per-phase peak RAM as metrics.
+``split_and_negatives_s``. The objective returns ``hit_rate`` and
+``samples_per_joule`` (training pairs x epochs per joule of load + preprocess +
+train), with per-phase peak RAM as metrics.
 
 Example:
     >>> objective = NCFObjective(data="ml-1m/ratings.dat")
