@@ -62,11 +62,11 @@ __all__ = ["pareto", "hypervolume", "phase_energy", "compare", "report_data", "F
 #: Pixels per inch of every figure (sizes below are in inches).
 DPI = 100
 
-_FRONT = dict(color="#e8710a", s=60, edgecolors="black", linewidths=0.8, zorder=4)
-_DOMINATED = dict(color="#4a7fb5", s=22, alpha=0.75, zorder=3)
-_VIOLATES = dict(facecolors="none", edgecolors="#888888", marker="s", s=30, zorder=2)
-_FAILED = dict(color="#c0392b", marker="x", s=30, zorder=2)
-_INFEASIBLE = dict(color="#8e44ad", marker="v", s=30, zorder=2)
+_FRONT: dict[str, Any] = dict(color="#e8710a", s=60, edgecolors="black", linewidths=0.8, zorder=4)
+_DOMINATED: dict[str, Any] = dict(color="#4a7fb5", s=22, alpha=0.75, zorder=3)
+_VIOLATES: dict[str, Any] = dict(facecolors="none", edgecolors="#888888", marker="s", s=30, zorder=2)
+_FAILED: dict[str, Any] = dict(color="#c0392b", marker="x", s=30, zorder=2)
+_INFEASIBLE: dict[str, Any] = dict(color="#8e44ad", marker="v", s=30, zorder=2)
 _MAX_LISTED = 12
 
 
@@ -165,7 +165,7 @@ def _panel(ax: Axes, data: ReportData, x: str, y: str, legend: bool = True) -> i
         else:
             unplotted[kind].append(r.number)
     drawn = 0
-    styles = {"complete": _DOMINATED, "violates constraints": _VIOLATES, "failed": _FAILED,
+    styles: dict[str, dict[str, Any]] = {"complete": _DOMINATED, "violates constraints": _VIOLATES, "failed": _FAILED,
               "infeasible": _INFEASIBLE}
     labels = {"complete": "dominated", "violates constraints": "breaks a constraint",
               "failed": "failed", "infeasible": "infeasible (OOM...)"}

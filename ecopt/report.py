@@ -618,9 +618,10 @@ def build_report(source: Study | str | Path, *, baseline: int | None = None,
         raise ValueError(f"inferences must be a finite number >= 0, got {inferences}")
 
     if ref_point is not None:
-        ref: tuple[float, ...] | None = tuple(float(v) for v in ref_point)
-        if len(ref) != len(objectives):
-            raise ValueError(f"ref_point needs one value per objective {names}, got {list(ref)}")
+        given = tuple(float(v) for v in ref_point)
+        if len(given) != len(objectives):
+            raise ValueError(f"ref_point needs one value per objective {names}, got {list(given)}")
+        ref: tuple[float, ...] | None = given
         inferred = tuple(False for _ in objectives)
     else:
         rp = study.reference_point()
@@ -655,8 +656,12 @@ def build_report(source: Study | str | Path, *, baseline: int | None = None,
     best: dict[str, int] = {}
     for o in objectives:
         if ok:
-            pick = max if o.direction == "max" else min
-            best[o.name] = pick(ok, key=lambda r, n=o.name: r.values[n]).number
+            sign = 1.0 if o.direction == "max" else -1.0
+            top = ok[0]
+            for r in ok[1:]:
+                if sign * r.values[o.name] > sign * top.values[o.name]:
+                    top = r
+            best[o.name] = top.number
     knee = None
     if front:
         fr = [by_num[n] for n in front]
@@ -687,12 +692,12 @@ def build_report(source: Study | str | Path, *, baseline: int | None = None,
     if inferences is not None:
         for n in front:
             r = by_num[n]
-            ph = phase or ("inference" if "inference" in r.phases else
-                           next((k for k, p in r.phases.items() if p.samples), None))
-            if ph is None or ph not in r.phases or not r.phases[ph].samples:
+            lph = phase or ("inference" if "inference" in r.phases else
+                            next((k for k, p in r.phases.items() if p.samples), None))
+            if lph is None or lph not in r.phases or not r.phases[lph].samples:
                 continue
-            p = r.phases[ph]
-            rest = sum(q.energy_j for k, q in r.phases.items() if k != ph)
+            p = r.phases[lph]
+            rest = sum(q.energy_j for k, q in r.phases.items() if k != lph)
             lifecycle[n] = rest + inferences * p.energy_j / float(p.samples or 1)
 
     spec = dict(study.spec)
