@@ -456,6 +456,42 @@ def _unfinished(study: Study) -> tuple[int, ...]:
 # ---------------------------------------------------------------------------
 
 
+def _sanitize(records: Sequence[TrialRecord], objectives: Sequence[Objective]
+              ) -> tuple[list[TrialRecord], list[str]]:
+    """Records by trial number; a "complete" record without finite objective values
+    (a hand-edited or foreign log) is shown as failed, with a warning, never a crash."""
+    from ecopt.trial import ErrorInfo, with_state
+
+    out: list[TrialRecord] = []
+    warns: list[str] = []
+    for r in sorted(records, key=lambda r: r.number):
+        if r.state is TrialState.COMPLETE:
+            bad = [o.name for o in objectives
+                   if not isinstance(r.values.get(o.name), float) or not math.isfinite(r.values[o.name])]
+            if bad:
+                msg = (f"trial {r.number} is marked complete but objective(s) {bad} are missing "
+                       "or not finite in trials.jsonl; it is shown as failed")
+                warns.append(msg)
+                r = with_state(r, state=TrialState.FAILED, feasible=False,
+                               error=ErrorInfo("InvalidRecord", msg, ""))
+        out.append(r)
+    return out, warns
+
+
+def _reference_point(records: Sequence[TrialRecord], objectives: Sequence[Objective]
+                     ) -> tuple[float, ...] | None:
+    """Thresholds, inferred where missing (the rule of :meth:`Study.reference_point`)."""
+    thr = [o.threshold for o in objectives]
+    if all(t is not None for t in thr):
+        return tuple(float(t) for t in thr)  # type: ignore[arg-type]
+    ok = _ok(records)
+    if not ok:
+        return None
+    Y = _matrix(ok, [o.name for o in objectives])
+    inferred = pareto.infer_reference_point(Y, directions=[o.direction for o in objectives])
+    return tuple(float(t) if t is not None else float(v) for t, v in zip(thr, inferred))
+
+
 def _ok(records: Sequence[TrialRecord]) -> list[TrialRecord]:
     return [r for r in records if r.state is TrialState.COMPLETE and r.feasible]
 
@@ -613,7 +649,9 @@ def build_report(source: Study | str | Path, *, baseline: int | None = None,
     objectives = tuple(study.objectives)
     names = [o.name for o in objectives]
     dirs = [o.direction for o in objectives]
-    records = tuple(sorted(study.records, key=lambda r: r.number))
+    clean, bad = _sanitize(study.records, objectives)
+    warns += bad
+    records = tuple(clean)
     if inferences is not None and not (inferences >= 0 and math.isfinite(inferences)):
         raise ValueError(f"inferences must be a finite number >= 0, got {inferences}")
 
@@ -624,8 +662,7 @@ def build_report(source: Study | str | Path, *, baseline: int | None = None,
         ref: tuple[float, ...] | None = given
         inferred = tuple(False for _ in objectives)
     else:
-        rp = study.reference_point()
-        ref = tuple(rp) if rp is not None else None
+        ref = _reference_point(records, objectives)
         inferred = tuple(o.threshold is None for o in objectives)
 
     front = _front_numbers(records, objectives)
@@ -805,6 +842,7 @@ def build_compare(sources: Sequence[Study | str | Path],
     if len(sources) < 2:
         raise ValueError(f"compare needs two or more studies, got {len(sources)}")
     loaded = [open_study(s) for s in sources]
+    cleaned = [_sanitize(st.records, st.objectives) for st, _ in loaded]
     first = loaded[0][0]
     names = [o.name for o in first.objectives]
     dirs = [o.direction for o in first.objectives]
@@ -823,8 +861,8 @@ def build_compare(sources: Sequence[Study | str | Path],
     else:
         # Every study's own front counts (not only the union's): the point sits
         # just below the worst front point of any study, so no front is cut off.
-        fronts = [r for st, _ in loaded for r in _ok(st.records)
-                  if r.number in _front_numbers(st.records, st.objectives)]
+        fronts = [r for (st, _), (recs, _) in zip(loaded, cleaned) for r in _ok(recs)
+                  if r.number in _front_numbers(recs, st.objectives)]
         thr: list[float | None] = []
         for i in range(len(names)):
             ts = {st.objectives[i].threshold for st, _ in loaded}
@@ -842,8 +880,7 @@ def build_compare(sources: Sequence[Study | str | Path],
             ref = None
     entries: list[CompareEntry] = []
     seen: dict[str, int] = {}
-    for st, warns in loaded:
-        recs = sorted(st.records, key=lambda r: r.number)
+    for (st, warns), (recs, bad) in zip(loaded, cleaned):
         front = _front_numbers(recs, st.objectives)
         by_num = {r.number: r for r in recs}
         fvals = tuple(tuple(by_num[n].values[k] for k in names) for n in front)
@@ -858,7 +895,7 @@ def build_compare(sources: Sequence[Study | str | Path],
         gpus = host.get("gpus") or []
         host_line = str(host.get("cpu_model", "")) + (f" + {', '.join(map(str, gpus))}" if gpus else "")
         sampler = st.spec.get("sampler", {})
-        w = list(warns)
+        w = list(warns) + bad
         if not _ok(recs):
             w.append("no complete feasible trial: empty front")
         entries.append(CompareEntry(

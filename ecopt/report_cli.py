@@ -17,11 +17,15 @@ so a crafted log cannot drive the terminal.
 from __future__ import annotations
 
 import argparse
+import functools
 import math
+import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
+
+from ecopt.errors import EcoptError
 
 from ecopt.report import ReportData, axis_values, build_compare, build_report, check_axis
 
@@ -59,6 +63,29 @@ def _table(head: Sequence[str], rows: Sequence[Sequence[Any]], indent: str = "  
     return "\n".join(lines)
 
 
+def _guarded(cmd: str) -> Callable[[Callable[[argparse.Namespace], int]],
+                                    Callable[[argparse.Namespace], int]]:
+    """Turn an unexpected exception into one line and exit status 2 (``ECOPT_DEBUG=1``
+    re-raises it); the errors :func:`ecopt.cli.main` formats itself pass through."""
+
+    def deco(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+        @functools.wraps(fn)
+        def wrapper(args: argparse.Namespace) -> int:
+            try:
+                return fn(args)
+            except (EcoptError, ValueError, FileNotFoundError, NotADirectoryError):
+                raise
+            except Exception as exc:  # noqa: BLE001 - a report command never shows a traceback
+                if os.environ.get("ECOPT_DEBUG"):
+                    raise
+                print(f"ecopt {cmd}: error: {type(exc).__name__}: {_clean(exc)} "
+                      "(set ECOPT_DEBUG=1 to see the traceback)", file=sys.stderr)
+                return 2
+        return wrapper
+
+    return deco
+
+
 def _write_error(cmd: str, path: object, exc: OSError) -> int:
     print(f"ecopt {cmd}: error: cannot write {path}: {exc.strerror or exc}", file=sys.stderr)
     return 2
@@ -69,6 +96,7 @@ def _write_error(cmd: str, path: object, exc: OSError) -> int:
 # ---------------------------------------------------------------------------
 
 
+@_guarded("report")
 def report_main(args: argparse.Namespace) -> int:
     """``ecopt report RUN_DIR [--out FILE.html] [--png DIR] [--baseline TRIAL]``."""
     from ecopt.report_html import write_report
@@ -104,6 +132,7 @@ def _plottable(data: ReportData, x: str, y: str) -> int:
     return n
 
 
+@_guarded("plot")
 def plot_main(args: argparse.Namespace) -> int:
     """``ecopt plot RUN_DIR [--x METRIC --y METRIC] -o front.png``."""
     from ecopt import plot
@@ -148,6 +177,7 @@ def _parse_ref(text: str | None) -> list[float] | None:
     return vals
 
 
+@_guarded("compare")
 def compare_main(args: argparse.Namespace) -> int:
     """``ecopt compare RUN_A RUN_B ... [-o overlay.png] [--ref-point a,b]``."""
     data = build_compare(args.run_dirs, _parse_ref(args.ref_point))
@@ -246,6 +276,7 @@ def show_text(data: ReportData) -> str:
     return _clean("\n".join(out))
 
 
+@_guarded("show")
 def show_main(args: argparse.Namespace) -> int:
     """``ecopt show RUN_DIR``: trials by state, front table, best per objective."""
     data = build_report(args.run_dir)

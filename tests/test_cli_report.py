@@ -195,3 +195,26 @@ def test_console_script_never_prints_a_traceback(tmp_path):
                        capture_output=True, text=True)
     assert p.returncode == 2
     assert p.stderr.startswith("ecopt report: error:") and "Traceback" not in p.stderr
+
+
+def test_hand_edited_log_and_unreadable_log(run, tmp_path, capsys):
+    dst = tmp_path / "edited"
+    dst.mkdir()
+    (dst / "study.json").write_bytes((run / "study.json").read_bytes())
+    lines = (run / "trials.jsonl").read_text().splitlines()
+    first = json.loads(lines[0])
+    first.update(state="complete", values={"accuracy": "nan"}, error=None)
+    (dst / "trials.jsonl").write_text("\n".join([json.dumps(first)] + lines[1:]) + "\n")
+    rc = main(["report", str(dst)])
+    err = capsys.readouterr().err
+    assert rc == 1 and "is marked complete but objective(s) ['accuracy', 'samples_per_joule']" in err
+    assert "Traceback" not in err and (dst / "report.html").is_file()
+
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "study.json").write_bytes((run / "study.json").read_bytes())
+    (broken / "trials.jsonl").mkdir()  # unreadable as a file
+    rc = main(["show", str(broken)])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith("ecopt show: error: IsADirectoryError")
+    assert "ECOPT_DEBUG=1" in err and "Traceback" not in err
