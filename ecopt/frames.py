@@ -9,6 +9,12 @@ metrics first)..., ``phase_<ph>_duration_s``, ``phase_<ph>_energy_j``,
 ``phase_<ph>_source`` (``component=source`` pairs, ``;``-joined),
 ``phase_<ph>_measured``..., ``error_type``, ``error_message``, ``host``,
 ``worker``, ``device``.
+
+Parameters come in search-space order, phases in first-seen order. These
+columns are stable (``tests/test_report_progress.py`` pins them; new columns
+are only ever appended to their group) and explained one by one in
+``docs/reports.md``. Failed trials have NaN objective values; their phases'
+energy is kept, since the search spent it.
 """
 
 from __future__ import annotations

@@ -145,3 +145,22 @@ def test_live_study_object_is_accepted(runs):
     study = ecopt.load_study(runs["two"])
     fig = ecopt.plot.pareto(study)
     assert len(fig.axes) == 1
+
+
+def test_in_memory_study(tmp_path):
+    from ecopt.report_html import write_report
+
+    with ecopt.Study(SPACE, [ecopt.Objective("accuracy", "max"),
+                             ecopt.Objective("samples_per_joule", "max")],
+                     [ecopt.Constraint("latency_ms", "<=", 100.0)],
+                     sampler="random", meter="estimate", seed=1) as s:
+        s.optimize(objective, n_trials=5, show_progress=False)
+        running = s.ask()
+        data = build_report(s)
+        assert data.path == "" and data.unfinished == (running.number,) and data.front
+        assert len(ecopt.plot.pareto(s).axes) == 1
+        with pytest.raises(ValueError, match="in-memory study has no directory"):
+            write_report(s)
+        out, _ = write_report(s, tmp_path / "mem.html")
+        assert "in-memory study" in out.read_text()
+        s.tell(running, RuntimeError("stop"))
