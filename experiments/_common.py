@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["base_parser", "setup", "say", "run_trials", "provenance", "machine_line",
-           "md_table", "write_summary", "fmt", "command_line"]
+           "md_table", "write_summary", "fmt", "command_line", "study_dir"]
 
 _T0 = time.monotonic()
 _QUIET = False
@@ -40,7 +40,8 @@ def base_parser(description: str, default_out: str) -> argparse.ArgumentParser:
                    help="torch CPU threads (1 keeps CPU-time energy estimates comparable on a "
                         "shared machine)")
     p.add_argument("--overwrite", action="store_true",
-                   help="start afresh when --out holds earlier studies (they are moved aside)")
+                   help="start afresh: earlier studies in --out are renamed to "
+                        "<name>.old-<time> (never deleted). Without it a re-run resumes them")
     p.add_argument("--quiet", action="store_true", help="no per-trial progress lines")
     return p
 
@@ -70,6 +71,22 @@ def setup(args: argparse.Namespace) -> None:
     except ImportError:  # pragma: no cover - transformers is optional
         pass
     Path(args.out).mkdir(parents=True, exist_ok=True)
+
+
+def study_dir(path: str | Path, overwrite: bool) -> Path:
+    """The storage directory of one study; with ``overwrite`` an existing one is renamed aside.
+
+    ``ecopt.Study`` resumes a directory that holds the same space and objectives;
+    a script run with ``--overwrite`` means "measure again", so the old study is
+    kept as ``<name>.old-<YYYYmmddTHHMMSS>`` next to it.
+    """
+    path = Path(path)
+    if overwrite and path.exists():
+        stamp = _dt.datetime.now().strftime("%Y%m%dT%H%M%S")
+        dest = path.with_name(f"{path.name}.old-{stamp}")
+        path.rename(dest)
+        say(f"--overwrite: moved the previous study {path} to {dest}")
+    return path
 
 
 def say(msg: str) -> None:

@@ -156,10 +156,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                                     min_window_s=args.min_window_s, seed=args.seed)
         study = ecopt.Study(ecopt.SearchSpace({"size": ecopt.Int(0, len(sizes) - 1)}),
                             [ecopt.Objective("tokens_per_joule", "max")],
-                            storage=out / label.replace(":", "_"),
+                            storage=C.study_dir(out / label.replace(":", "_"), args.overwrite),
                             sampler=ecopt.samplers.GridSampler({"size": list(range(len(sizes)))}),
-                            meter=args.meter, seed=args.seed, name=f"consistency-{label}",
-                            overwrite=args.overwrite)
+                            meter=args.meter, seed=args.seed, name=f"consistency-{label}")
         try:
             C.run_trials(study, objective, len(sizes), label, ("n_params", "tokens_per_joule"))
         finally:

@@ -207,11 +207,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Path(args.out)
     C.say(f"energy_scaling: {len(sizes)} Gemma-3 configs {args.sizes}, batch {args.batch}")
     study = ecopt.Study(ecopt.SearchSpace({"size": ecopt.Int(0, len(sizes) - 1)}),
-                        [ecopt.Objective("tokens_per_joule", "max")], storage=out / "study",
+                        [ecopt.Objective("tokens_per_joule", "max")],
+                        storage=C.study_dir(out / "study", args.overwrite),
                         sampler=ecopt.samplers.GridSampler(
                             {"size": list(range(len(sizes)))}),
-                        meter=args.meter, seed=args.seed, name="energy_scaling",
-                        overwrite=args.overwrite)
+                        meter=args.meter, seed=args.seed, name="energy_scaling")
     try:
         C.run_trials(study, objective, len(sizes), "grid",
                      ("n_params", "tokens_per_joule", "tokens_per_s"))

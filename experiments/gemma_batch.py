@@ -195,6 +195,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     import ecopt
     from ecopt.workloads.generation import GemmaArch, GenerationObjective, resolve_device
 
+    # Library imports are process start-up, not search: done here so no trial is billed for them.
+    import transformers.models.gemma3.modeling_gemma3  # noqa: F401
+    from transformers import AutoModelForCausalLM, LogitsProcessorList  # noqa: F401
+
     device = resolve_device(args.device)
     max_mem = args.max_memory_gb
     if max_mem is None and device == "cpu" and args.model is None:
@@ -228,9 +232,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 sampler = ecopt.samplers.QLogNEHVISampler(n_init=args.n_init, num_restarts=4,
                                                           raw_samples=128)
             opt = ecopt.Study(_space(args, ecopt, device), _objectives(args, ecopt),
-                              storage=out / "optimiser", sampler=sampler, meter=meter,
-                              seed=args.seed, name="gemma_batch-optimiser",
-                              overwrite=args.overwrite)
+                              storage=C.study_dir(out / "optimiser", args.overwrite),
+                              sampler=sampler, meter=meter,
+                              seed=args.seed, name="gemma_batch-optimiser")
             studies["optimiser"] = opt
             base = {"batch_size": 1}
             if args.search_new_tokens:
@@ -253,10 +257,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise SystemExit(f"--grid values must lie in [1, --max-batch={args.max_batch}], "
                                  f"got {grid_vals}")
             gspace = ecopt.SearchSpace({"batch_size": ecopt.Int(1, args.max_batch, log=True)})
-            grid = ecopt.Study(gspace, _objectives(args, ecopt), storage=out / "grid",
+            grid = ecopt.Study(gspace, _objectives(args, ecopt),
+                               storage=C.study_dir(out / "grid", args.overwrite),
                                sampler=ecopt.samplers.GridSampler({"batch_size": grid_vals}),
-                               meter=meter, seed=args.seed, name="gemma_batch-grid",
-                               overwrite=args.overwrite)
+                               meter=meter, seed=args.seed, name="gemma_batch-grid")
             studies["grid"] = grid
             C.run_trials(grid, objective, len(grid_vals), "grid", show)
     finally:

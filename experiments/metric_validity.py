@@ -184,11 +184,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     C.say(f"metric_validity: {n} CNNs on {args.in_channels}x{args.image_size}x{args.image_size} "
           f"random images, batch {args.batch}")
     study = ecopt.Study(space, [ecopt.Objective("joules_per_inference", "min")],
-                        storage=out / "study",
+                        storage=C.study_dir(out / "study", args.overwrite),
                         sampler=ecopt.samplers.GridSampler(
                             {"channels": channels, "depth": depths, "stride": strides}),
-                        meter=args.meter, seed=args.seed, name="metric_validity",
-                        overwrite=args.overwrite)
+                        meter=args.meter, seed=args.seed, name="metric_validity")
     try:
         C.run_trials(study, objective, n, "grid",
                      ("joules_per_inference", "n_params", "flops", "latency_ms_per_image"))

@@ -156,14 +156,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             if m == "qlognehvi":
                 sampler = ecopt.samplers.QLogNEHVISampler(n_init=args.n_init, num_restarts=4,
                                                           raw_samples=256)
-            st = ecopt.Study(space, objectives, storage=out / m, sampler=sampler, meter=meter,
-                             seed=args.seed, name=f"nas_cnn-{m}", overwrite=args.overwrite)
+            st = ecopt.Study(space, objectives, storage=C.study_dir(out / m, args.overwrite),
+                             sampler=sampler, meter=meter,
+                             seed=args.seed, name=f"nas_cnn-{m}")
             studies[m] = st
             C.run_trials(st, objective, max(0, args.trials - len(st.records)), m, show)
         if not args.no_hand:
-            st = ecopt.Study(space, objectives, storage=out / "hand", sampler="random",
-                             meter=meter, seed=args.seed, name="nas_cnn-hand",
-                             overwrite=args.overwrite)
+            st = ecopt.Study(space, objectives, storage=C.study_dir(out / "hand", args.overwrite),
+                             sampler="random",
+                             meter=meter, seed=args.seed, name="nas_cnn-hand")
             studies["hand"] = st
             if not st.records:
                 t = st.ask(params={**HAND_TUNED, "epochs": args.epochs})

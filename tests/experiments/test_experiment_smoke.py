@@ -93,6 +93,15 @@ def test_metric_validity_smoke(script, tmp_path):
         assert set(facts["correlations"][proxy]) >= {"spearman", "pearson"}
     assert (out / "metric_validity.png").stat().st_size > 0
     assert len(facts["stride_pairs"]) == 2
+    # A re-run resumes the finished grid (no new trials); --overwrite keeps the old study aside.
+    mv = script("metric_validity")
+    args = [*COMMON, "--out", str(out), "--channels", "4,8", "--depths", "1", "--strides",
+            "1,2", "--image-size", "16", "--batch", "4", "--min-window-s", "0", "--no-plot"]
+    assert mv.main(args) == 0 and len(_is_study(out / "study")) == 4
+    assert mv.main([*args, "--overwrite"]) == 0
+    old = [p for p in out.iterdir() if p.name.startswith("study.old-")]
+    assert len(old) == 1 and len(_is_study(old[0])) == 4
+    assert len(_is_study(out / "study")) == 4
 
 
 def test_energy_scaling_smoke(script, tmp_path):
