@@ -8,8 +8,9 @@ once, a script saves it with ``fig.savefig(path)``). The numbers come from
 
 Conventions, in every figure:
 
-* front trials: large orange dots, joined by the front's staircase and
-  labelled with their trial numbers; other complete trials: small blue dots;
+* front trials: large orange dots, joined (by the front's staircase with two
+  objectives, a dotted line in projections) and labelled with their trial
+  numbers; other complete trials: small blue dots;
   trials that broke a constraint: hollow grey squares; failed and infeasible
   trials: red crosses / purple triangles where the axes have values for them
   (``energy_j``, ``duration_s``...), else listed in the legend;
@@ -184,9 +185,11 @@ def _panel(ax: Axes, data: ReportData, x: str, y: str, legend: bool = True) -> i
         xs = np.array([p[1] for p in front])
         ys = np.array([p[2] for p in front])
         dx, dy = _direction(data, x), _direction(data, y)
-        if dx is not None and dy is not None:
+        if dx is not None and dy is not None and len(data.objectives) == 2:
             _staircase(ax, xs, ys, dx, dy, color=_FRONT["color"], lw=1.5, zorder=3)
         else:
+            # A projection of a 3+-objective front (or non-objective axes) has no
+            # staircase: join the front points in x order.
             order = np.argsort(xs, kind="stable")
             ax.plot(xs[order], ys[order], color=_FRONT["color"], lw=1, ls=":", zorder=3)
         ax.scatter(xs, ys, label=f"Pareto front ({len(front)})", **_FRONT)
@@ -228,8 +231,9 @@ def pareto(study_or_dir: Study | str | Path | ReportData, x: str | None = None,
 
     With two objectives (or with ``x`` and ``y`` given) one panel; with three
     or more objectives one panel per pair of objectives, the front being the
-    full M-objective front (its staircase in each panel joins the points that
-    are non-dominated in that projection).
+    full M-objective front. A two-objective front is joined by its staircase;
+    a projection (3+ objectives, or axes that are not both objectives) joins
+    the front points in x order with a dotted line.
 
     Args:
         study_or_dir: A :class:`~ecopt.Study`, a study directory or a ReportData.
