@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 import types
 from collections.abc import Callable, Sequence
@@ -37,11 +38,51 @@ from ecopt.data.pipeline import StagedDataset, StageTrace, StageWindow, TablePip
 from ecopt.meters import Meter, get_meter
 
 __all__ = ["profile", "Diagnosis", "StageReport", "Recommendation", "cli_main",
-           "WORKER_START_S"]
+           "WORKER_START_S", "measure_worker_start_s", "effective_cores"]
 
-#: Seconds one DataLoader worker costs to start each epoch (fork + import); a
-#: modelling constant, not a measurement.
+#: Fallback seconds one DataLoader worker costs to start each epoch, used only
+#: when ``measure_worker_start=False``.
 WORKER_START_S = 0.05
+
+_WORKER_START_CACHE: dict[int, float] = {}
+
+
+class _Tiny:
+    def __len__(self) -> int:
+        return 2
+
+    def __getitem__(self, i: int) -> int:
+        return i
+
+
+def measure_worker_start_s(workers: int = 1) -> float:
+    """Seconds to start ``workers`` DataLoader workers and get a first batch (per worker).
+
+    Measured once per process (a fork, torch's worker setup, queues) and cached.
+    """
+    if workers not in _WORKER_START_CACHE:
+        import time
+
+        from torch.utils.data import DataLoader
+
+        t0 = time.perf_counter()
+        for _ in DataLoader(_Tiny(), batch_size=1, num_workers=workers):  # type: ignore[arg-type]
+            pass
+        _WORKER_START_CACHE[workers] = (time.perf_counter() - t0) / workers
+    return _WORKER_START_CACHE[workers]
+
+
+def effective_cores(cores: int) -> float:
+    """Cores this pipeline can count on: ``cores`` minus the load other processes put on them.
+
+    Uses the 1-minute load average (Linux); one runnable task (this one) is
+    not counted as competition. Never below 1.
+    """
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):  # pragma: no cover - no load average
+        return float(cores)
+    return float(max(1.0, min(cores, cores - max(0.0, load - 1.0))))
 
 
 @dataclass
@@ -224,10 +265,12 @@ class _Model:
     """Predicts seconds for ``epochs`` epochs under a config (see module docstring)."""
 
     def __init__(self, table_s: float, sample_s: float, sample_cpu_frac: float, collate_s: float,
-                 slice_s: float, consumer_s: float, cores: int, epochs: int) -> None:
+                 slice_s: float, consumer_s: float, cores: float, epochs: int,
+                 worker_start_s: float = WORKER_START_S) -> None:
         self.table_s, self.sample_s, self.frac = table_s, sample_s, sample_cpu_frac
         self.collate_s, self.slice_s, self.consumer_s = collate_s, slice_s, consumer_s
         self.cores, self.epochs = cores, epochs
+        self.worker_start_s = worker_start_s
 
     def _parallel(self, work_s: float, cpu_frac: float, workers: int) -> float:
         if workers <= 0:
@@ -239,7 +282,7 @@ class _Model:
     def epoch_s(self, cfg: LoaderConfig, epoch: int) -> float:
         w = cfg.num_workers
         cached = cfg.cache and epoch > 0
-        start = WORKER_START_S * w
+        start = self.worker_start_s * w
         serial = 0.0 if cached else self.table_s
         stream, frac = self.slice_s, 1.0
         if self.sample_s > 0 and cfg.cache and epoch == 0:
@@ -276,7 +319,8 @@ def profile(source: TablePipeline | StagedDataset | EpochLoader | Callable[[], t
             consumer: Callable[[Any], Any] | None = None, *, config: LoaderConfig | None = None,
             epochs: int = 3, trace_samples: int = 256, consumer_batches: int = 5,
             meter: str | Meter = "auto", try_backends: Sequence[str] = (),
-            cores: int | None = None, warmup: bool = True) -> Diagnosis:
+            cores: int | None = None, warmup: bool = True,
+            measure_worker_start: bool = True) -> Diagnosis:
     """Trace a pipeline's stages, time its consumer and recommend knob changes.
 
     Args:
@@ -293,9 +337,12 @@ def profile(source: TablePipeline | StagedDataset | EpochLoader | Callable[[], t
         meter: Meter for each stage's energy (``"auto"``: an estimate here).
         try_backends: For table pipelines, other backends to trace too; each
             becomes a ``backend`` recommendation with its measured gain.
-        cores: CPU cores the model may use (default: this process's).
+        cores: CPU cores the model may use (default: this process's cores,
+            less the load other processes put on them; see :func:`effective_cores`).
         warmup: Run a table pipeline once untraced first, so library imports
             and first-call costs stay out of the stage times.
+        measure_worker_start: Time how long a DataLoader worker takes to start
+            (once per process) instead of assuming :data:`WORKER_START_S`.
 
     Returns:
         A :class:`Diagnosis`.
@@ -318,8 +365,16 @@ def profile(source: TablePipeline | StagedDataset | EpochLoader | Callable[[], t
         source = source.source
     config = config or LoaderConfig()
     m = get_meter(meter)
-    ncores = int(cores or cpu_cores())
     notes: list[str] = []
+    ncores = int(cores or cpu_cores())
+    par_cores = float(cores) if cores else effective_cores(ncores)
+    if par_cores < ncores:
+        notes.append(f"other processes keep this machine busy (load average "
+                     f"{os.getloadavg()[0]:.1f}): parallel stages are modelled "
+                     f"on {par_cores:.2g} of {ncores} cores")
+    start_s = measure_worker_start_s() if measure_worker_start else WORKER_START_S
+    notes.append(f"a DataLoader worker takes {start_s:.3f} s to start each epoch"
+                 + (" (measured)" if measure_worker_start else " (assumed)"))
     bs = config.batch_size
 
     traces: list[StageTrace] = []
@@ -425,7 +480,8 @@ def profile(source: TablePipeline | StagedDataset | EpochLoader | Callable[[], t
     collate_s = sum(r.duration_s for r in reports if r.kind == "batch" and r.name == "collate")
     slice_s = slice_trace.duration_s * (n / slice_trace.samples if slice_trace.samples else 1.0)
     model = _Model(table_s, sample_s, frac, collate_s, slice_s,
-                   cons_report.duration_s if cons_report else 0.0, ncores, int(epochs))
+                   cons_report.duration_s if cons_report else 0.0, par_cores, int(epochs),
+                   start_s)
 
     cur_total = model.total_s(config)
     predicted_rate = n * epochs / cur_total if cur_total > 0 else math.inf
@@ -504,8 +560,8 @@ def profile(source: TablePipeline | StagedDataset | EpochLoader | Callable[[], t
                 notes.append(f"backend {other!r} could not be traced: {exc}")
                 continue
             alt_table = sum(t.duration_s for t in alt_traces if t.kind == "table")
-            alt_model = _Model(alt_table, 0.0, 1.0, 0.0, slice_s, model.consumer_s, ncores,
-                               int(epochs))
+            alt_model = _Model(alt_table, 0.0, 1.0, 0.0, slice_s, model.consumer_s, par_cores,
+                               int(epochs), start_s)
             tot = alt_model.total_s(config)
             gain = cur_total / tot if tot > 0 else math.inf
             if gain >= 1.05:
