@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import copy
 import io
 import json
 import re
@@ -286,4 +285,5 @@ def test_page_loads_in_chromium_without_network_requests(run, tmp_path):
     assert [r for r in seen_report if not _BROWSER_OWN.search(r)] == []
     with Image.open(tmp_path / "shot.png") as im:
         assert im.size == (1200, 1600)
-        assert len(set(copy.copy(im).convert("L").getdata())) > 20  # something was drawn
+        lo, hi = im.convert("L").getextrema()
+        assert hi - lo > 100  # something was drawn, not a blank page
