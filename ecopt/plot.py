@@ -381,7 +381,7 @@ def compare(sources: Sequence[Study | str | Path] | CompareData,
     data = sources if isinstance(sources, CompareData) else build_compare(sources, ref_point)
     names = [o.name for o in data.objectives]
     dirs = [o.direction for o in data.objectives]
-    pairs = list(itertools.combinations(range(len(names)), 2)) or [(0, 0)]
+    pairs = list(itertools.combinations(range(len(names)), 2))  # none for one objective
     n_panels = len(pairs) + 1
     ncols = min(3, n_panels)
     nrows = math.ceil(n_panels / ncols)

@@ -61,6 +61,7 @@ __all__ = [
     "CompareData",
     "build_report",
     "build_compare",
+    "hypervolume_series",
     "open_study",
     "is_energy_metric",
     "axis_names",
