@@ -1,0 +1,523 @@
+"""Sample efficiency: hypervolume against evaluations, ecopt vs Optuna, same seeds, one process.
+
+Usage (from the repository root)::
+
+    python -m benchmarks.mobo --quick                 # 3 seeds, 30 evaluations (CI smoke)
+    python -m benchmarks.mobo                         # >= 10 seeds, 100 (M=2) / 60 (M=3) evals
+    python -m benchmarks.mobo --problems zeus --methods ecopt-qlognehvi,optuna-gp --seeds 5
+    python -m benchmarks.mobo --report-only --out benchmarks/results/mobo
+
+Every finished (problem, method, seed) run is appended to
+``<out>/runs-<tag>.jsonl`` as it ends, so an interrupted run resumes where it
+stopped and several processes (``--tag``) can share the work; the report
+(``<out>/report.md``, plots ``<out>/<problem>.png``) is built from every
+``runs-*.jsonl`` in ``<out>``.
+
+ecopt is driven through its public API (``ecopt.Study`` in memory, meter
+``"wallclock"``); Optuna through ``study.ask``/``study.tell``. Methods that
+allow it share the initial design: ``2 (d + 1)`` scrambled Sobol points of the
+same seed (enqueued into Optuna's TPE and GP samplers; NSGA-II draws its own
+first generation). Noise is drawn from ``default_rng((seed, evaluation))``, so
+every method sees the same noise sequence. Hypervolume is always scored on
+the true (noiseless / expected) values of the evaluated points.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import os
+import platform
+import sys
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # ``python benchmarks/mobo.py``
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np
+
+from benchmarks.problems import DEFAULT_ZEUS_DIR, Problem, default_problems, make_problem
+
+__all__ = ["METHODS", "run_one", "summarise", "main"]
+
+REFERENCE_METHOD = "ecopt-qlognehvi"
+#: Method name -> short description (the order of the report's rows).
+METHODS: dict[str, str] = {
+    "ecopt-qlognehvi": "ecopt qLogNEHVI, q=1 (default sampler settings)",
+    "ecopt-qlognehvi-q4": "ecopt qLogNEHVI, batches of q=4",
+    "ecopt-sobol": "ecopt scrambled Sobol",
+    "ecopt-random": "ecopt uniform random",
+    "botorch-plain": "plain BoTorch qLogNEHVI loop (cold fits, 10 restarts, 512 raw, 128 MC)",
+    "optuna-nsga2": "Optuna NSGAIISampler (population 50, default)",
+    "optuna-nsga2-small": "Optuna NSGAIISampler (population 10)",
+    "optuna-tpe": "Optuna TPESampler(multivariate=True)",
+    "optuna-gp": "Optuna GPSampler",
+}
+
+
+# -- runners ---------------------------------------------------------------------
+def _observe(problem: Problem, params: dict[str, Any], seed: int, k: int) -> np.ndarray:
+    rng = np.random.default_rng((seed, k, 7919))
+    return np.asarray(problem.observe_fn(params, rng), dtype=float)
+
+
+def _run_ecopt(problem: Problem, method: str, seed: int, budget: int
+               ) -> tuple[list[dict[str, Any]], list[float]]:
+    import ecopt
+    from ecopt.samplers import QLogNEHVISampler, RandomSampler, SobolSampler
+
+    q = 4 if method.endswith("-q4") else 1
+    sampler: ecopt.samplers.Sampler
+    if method.startswith("ecopt-qlognehvi"):
+        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init)
+    elif method == "ecopt-sobol":
+        sampler = SobolSampler(seed=seed)
+    else:
+        sampler = RandomSampler(seed=seed)
+    study = ecopt.Study(problem.space,
+                        problem.objectives(problem.info.get("thresholds_known", True)),
+                        sampler=sampler, meter="wallclock", seed=seed, storage=None)
+    params_seq: list[dict[str, Any]] = []
+    ask_s: list[float] = []
+    while len(params_seq) < budget:
+        n = min(q, budget - len(params_seq))
+        t0 = time.perf_counter()
+        trials = study.ask(n=n)
+        dt = time.perf_counter() - t0
+        if any(t.proposed_by == QLogNEHVISampler.name for t in trials):
+            ask_s.append(dt)
+        for t in trials:
+            k = len(params_seq)
+            params_seq.append(dict(t.params))
+            try:
+                y = _observe(problem, dict(t.params), seed, k)
+                study.tell(t, dict(zip(problem.objective_names, map(float, y))))
+            except ValueError as exc:  # a configuration outside the trace
+                study.tell(t, exc)
+    study.close()
+    return params_seq, ask_s
+
+
+def _run_botorch_plain(problem: Problem, method: str, seed: int, budget: int
+                       ) -> tuple[list[dict[str, Any]], list[float]]:
+    """The BoTorch MOBO tutorial loop on the unit cube (the issue's reference).
+
+    Same Sobol initial design as ecopt; then a ModelListGP of SingleTaskGPs
+    fitted from BoTorch's default start every step, qLogNEHVI (prune_baseline,
+    128 quasi-MC samples) with the problem's reference point, optimize_acqf
+    with 10 restarts and 512 raw samples. Discrete and categorical axes are
+    searched as their continuous relaxation and rounded by the space's decoder.
+    """
+    import torch
+    from botorch.acquisition.multi_objective.logei import (
+        qLogNoisyExpectedHypervolumeImprovement,
+    )
+    from botorch.fit import fit_gpytorch_mll
+    from botorch.models import ModelListGP, SingleTaskGP
+    from botorch.models.transforms.outcome import Standardize
+    from botorch.optim import optimize_acqf
+    from botorch.sampling.normal import SobolQMCNormalSampler
+    from gpytorch.mlls import SumMarginalLogLikelihood
+
+    from ecopt.samplers.random import sobol_points
+
+    d, M = problem.dim, problem.n_obj
+    U = list(sobol_points(d, seed, 0, problem.n_init))
+    params_seq = [problem.space.decode(u) for u in U]
+    Ys = [-_observe(problem, p, seed, k) for k, p in enumerate(params_seq)]
+    ask_s: list[float] = []
+    ref = torch.tensor(-problem.ref_point if problem.info.get("thresholds_known", True)
+                       else np.min(Ys, axis=0) - 0.1 * np.ptp(Ys, axis=0), dtype=torch.double)
+    bounds = torch.stack([torch.zeros(d), torch.ones(d)]).double()
+    torch.manual_seed(seed)
+    while len(params_seq) < budget:
+        t0 = time.perf_counter()
+        X = torch.tensor(np.array([problem.space.encode(p) for p in params_seq]),
+                         dtype=torch.double)
+        Y = torch.tensor(np.array(Ys), dtype=torch.double)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model = ModelListGP(*[SingleTaskGP(X, Y[:, j:j + 1], outcome_transform=Standardize(m=1))
+                                  for j in range(M)])
+            fit_gpytorch_mll(SumMarginalLogLikelihood(model.likelihood, model))
+            acqf = qLogNoisyExpectedHypervolumeImprovement(
+                model=model, ref_point=ref.tolist(), X_baseline=X, prune_baseline=True,
+                sampler=SobolQMCNormalSampler(torch.Size([128])))
+            cand, _ = optimize_acqf(acqf, bounds=bounds, q=1, num_restarts=10, raw_samples=512,
+                                    options={"batch_limit": 5, "maxiter": 200}, sequential=True)
+        ask_s.append(time.perf_counter() - t0)
+        p = problem.space.decode(cand[0].tolist())
+        k = len(params_seq)
+        params_seq.append(p)
+        try:
+            Ys.append(-_observe(problem, p, seed, k))
+        except ValueError:
+            params_seq.pop()
+            raise
+    return params_seq, ask_s
+
+
+def _optuna_distributions(problem: Problem) -> dict[str, Any]:
+    from optuna.distributions import (
+        CategoricalDistribution,
+        FloatDistribution,
+        IntDistribution,
+    )
+
+    import ecopt
+
+    out: dict[str, Any] = {}
+    for name in problem.space.searched_names:
+        p = problem.space[name]
+        if isinstance(p, ecopt.Float):
+            out[name] = FloatDistribution(p.low, p.high, log=p.log)
+        elif isinstance(p, ecopt.Int):
+            out[name] = IntDistribution(p.low, p.high, log=p.log, step=p.step)
+        else:
+            out[name] = CategoricalDistribution(list(p.choices))
+    return out
+
+
+def _run_optuna(problem: Problem, method: str, seed: int, budget: int
+                ) -> tuple[list[dict[str, Any]], list[float]]:
+    import optuna
+    from optuna.samplers import GPSampler, NSGAIISampler, TPESampler
+
+    from ecopt.samplers.random import sobol_points
+
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    n_init = problem.n_init
+    enqueue = False
+    if method == "optuna-nsga2":
+        sampler: Any = NSGAIISampler(seed=seed)
+    elif method == "optuna-nsga2-small":
+        sampler = NSGAIISampler(seed=seed, population_size=10)
+    elif method == "optuna-tpe":
+        sampler, enqueue = TPESampler(seed=seed, multivariate=True, n_startup_trials=n_init), True
+    elif method == "optuna-gp":
+        sampler, enqueue = GPSampler(seed=seed, n_startup_trials=n_init), True
+    else:
+        raise ValueError(f"unknown method {method!r}")
+    study = optuna.create_study(directions=["minimize"] * problem.n_obj, sampler=sampler)
+    dists = _optuna_distributions(problem)
+    if enqueue:
+        for x in sobol_points(problem.dim, seed, 0, n_init):
+            study.enqueue_trial(problem.space.decode(x))
+    params_seq: list[dict[str, Any]] = []
+    ask_s: list[float] = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        while len(params_seq) < budget:
+            k = len(params_seq)
+            t0 = time.perf_counter()
+            trial = study.ask(fixed_distributions=dists)
+            dt = time.perf_counter() - t0
+            if k >= n_init:
+                ask_s.append(dt)
+            params = {n: trial.params[n] for n in problem.space.searched_names}
+            params_seq.append(params)
+            try:
+                y = _observe(problem, params, seed, k)
+                study.tell(trial, [float(v) for v in y])
+            except ValueError:
+                study.tell(trial, state=optuna.trial.TrialState.FAIL)
+    return params_seq, ask_s
+
+
+def _hv_curve(problem: Problem, params_seq: Sequence[dict[str, Any]]) -> list[float]:
+    """Hypervolume of the true values of the first k evaluations, k = 1..n."""
+    from ecopt import pareto
+
+    curve: list[float] = []
+    front = np.zeros((0, problem.n_obj))
+    hv = 0.0
+    for p in params_seq:
+        try:
+            y = np.asarray(problem.true_fn(p), dtype=float).reshape(1, -1)
+        except ValueError:
+            curve.append(hv)
+            continue
+        front = np.vstack([front, y])
+        front = front[pareto.non_dominated(front, ["min"] * problem.n_obj)]
+        hv = problem.hypervolume(front)
+        curve.append(hv)
+    return curve
+
+
+def run_one(problem: Problem, method: str, seed: int, budget: int) -> dict[str, Any]:
+    """One (problem, method, seed) run: the evaluated points, HV curve and suggestion times."""
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; expected one of {list(METHODS)}")
+    t0 = time.perf_counter()
+    runner = (_run_ecopt if method.startswith("ecopt") else
+              _run_botorch_plain if method == "botorch-plain" else _run_optuna)
+    params_seq, ask_s = runner(problem, method, seed, budget)
+    curve = _hv_curve(problem, params_seq)
+    return {
+        "problem": problem.name, "method": method, "seed": seed, "budget": budget,
+        "n_init": problem.n_init, "max_hv": problem.max_hv, "hv": curve,
+        "log_gap": [problem.log_gap(h) for h in curve], "ask_s": ask_s,
+        "wall_s": time.perf_counter() - t0, "params": params_seq,
+    }
+
+
+# -- report ----------------------------------------------------------------------
+def _load_runs(out: Path) -> list[dict[str, Any]]:
+    runs: dict[tuple[str, str, int, int], dict[str, Any]] = {}
+    for f in sorted(out.glob("runs-*.jsonl")):
+        for line in f.read_text().splitlines():
+            if line.strip():
+                try:
+                    r = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # a line cut short by a kill
+                runs[(r["problem"], r["method"], r["seed"], r["budget"])] = r
+    return list(runs.values())
+
+
+def _budgets(budget: int, n_init: int) -> list[int]:
+    marks = sorted({n_init, *range(10, budget, 10 if budget <= 40 else 20), budget})
+    return [b for b in marks if n_init <= b <= budget]
+
+
+def _mean_2se(x: Sequence[float]) -> str:
+    a = np.asarray(x, dtype=float)
+    if a.size == 0:
+        return "-"
+    se = a.std(ddof=1) / math.sqrt(a.size) if a.size > 1 else float("nan")
+    return f"{a.mean():+.2f} ± {2 * se:.2f}" if a.size > 1 else f"{a.mean():+.2f}"
+
+
+def summarise(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Per problem: mean log gap at budgets, final HV, Mann-Whitney p vs the reference method.
+
+    Runs of a problem are compared at the smallest budget all of them reached.
+    """
+    from scipy.stats import mannwhitneyu
+
+    out: dict[str, Any] = {}
+    for prob in sorted({r["problem"] for r in runs}):
+        pr = [r for r in runs if r["problem"] == prob]
+        budget = min(r["budget"] for r in pr)
+        n_init = pr[0]["n_init"]
+        marks = _budgets(budget, n_init)
+        by_m: dict[str, list[dict[str, Any]]] = {}
+        for r in pr:
+            by_m.setdefault(r["method"], []).append(r)
+        ref_final = [r["hv"][budget - 1] for r in by_m.get(REFERENCE_METHOD, [])]
+        rows = {}
+        for m in [m for m in METHODS if m in by_m]:
+            rs = sorted(by_m[m], key=lambda r: r["seed"])
+            final = [r["hv"][budget - 1] for r in rs]
+            p = None
+            if m != REFERENCE_METHOD and len(ref_final) >= 2 and len(final) >= 2:
+                p = float(mannwhitneyu(ref_final, final, alternative="greater").pvalue)
+            p_worse = None
+            if m != REFERENCE_METHOD and len(ref_final) >= 2 and len(final) >= 2:
+                p_worse = float(mannwhitneyu(ref_final, final, alternative="less").pvalue)
+            asks = [s for r in rs for s in r["ask_s"]]
+            rows[m] = {
+                "n_seeds": len(rs),
+                "log_gap": {b: [r["log_gap"][b - 1] for r in rs] for b in marks},
+                "final_hv": final,
+                "p_ecopt_better": p,
+                "p_ecopt_worse": p_worse,
+                "median_ask_s": float(np.median(asks)) if asks else None,
+            }
+        out[prob] = {"budget": budget, "marks": marks, "max_hv": pr[0]["max_hv"], "rows": rows}
+    return out
+
+
+def _targets(summary: dict[str, Any]) -> list[str]:
+    lines = []
+    for prob, s in summary.items():
+        rows = s["rows"]
+        if REFERENCE_METHOD not in rows:
+            continue
+        for m in ("ecopt-random", "ecopt-sobol", "optuna-nsga2", "optuna-nsga2-small",
+                  "optuna-tpe"):
+            if m in rows and rows[m]["p_ecopt_better"] is not None:
+                ok = rows[m]["p_ecopt_better"] < 0.05
+                lines.append(f"- {prob}: qLogNEHVI beats {m} (p < 0.05): "
+                             f"{'HOLDS' if ok else 'does NOT hold'} "
+                             f"(p = {rows[m]['p_ecopt_better']:.3g})")
+        if "optuna-gp" in rows and rows["optuna-gp"]["p_ecopt_worse"] is not None:
+            ok = rows["optuna-gp"]["p_ecopt_worse"] >= 0.05
+            lines.append(f"- {prob}: qLogNEHVI at least level with optuna-gp (not worse at "
+                         f"p < 0.05): {'HOLDS' if ok else 'does NOT hold'} "
+                         f"(p worse = {rows['optuna-gp']['p_ecopt_worse']:.3g})")
+    return lines
+
+
+def versions() -> dict[str, str]:
+    """Versions of every library compared, and the machine."""
+    import importlib.metadata as md
+
+    out = {"python": platform.python_version()}
+    for pkg in ("ecopt", "botorch", "gpytorch", "torch", "optuna", "numpy", "scipy"):
+        try:
+            out[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            out[pkg] = "not installed"
+    out["cpu"] = _cpu_name()
+    out["cores"] = str(os.cpu_count())
+    try:
+        import torch
+
+        out["torch_threads"] = str(torch.get_num_threads())
+    except ImportError:  # pragma: no cover
+        pass
+    return out
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def report_markdown(summary: dict[str, Any], command: str, meta: dict[str, str]) -> str:
+    """The markdown report of a summary."""
+    lines = [f"Command: `{command}`", "",
+             f"Date (UTC): {time.strftime('%Y-%m-%d %H:%M', time.gmtime())}", "",
+             "Versions: " + ", ".join(f"{k} {v}" for k, v in meta.items()), ""]
+    for prob, s in summary.items():
+        marks = s["marks"]
+        lines += [f"### {prob}", "",
+                  f"max HV {s['max_hv']:.6g}; cells: mean ± 2 SE of log10(max HV - HV) over "
+                  "seeds (lower is better); final HV: mean; p: one-sided Mann-Whitney "
+                  f"U that {REFERENCE_METHOD} has higher final HV; ask: median s per "
+                  "model-based suggestion.", "",
+                  "| method | seeds | " + " | ".join(f"n={b}" for b in marks)
+                  + " | final HV | p | ask s |",
+                  "|---|---|" + "---|" * len(marks) + "---|---|---|"]
+        for m, r in s["rows"].items():
+            p = "-" if r["p_ecopt_better"] is None else f"{r['p_ecopt_better']:.3g}"
+            ask = "-" if r["median_ask_s"] is None else f"{r['median_ask_s']:.3f}"
+            lines.append(f"| {m} | {r['n_seeds']} | "
+                         + " | ".join(_mean_2se(r["log_gap"][b]) for b in marks)
+                         + f" | {np.mean(r['final_hv']):.5g} | {p} | {ask} |")
+        lines.append("")
+    t = _targets(summary)
+    if t:
+        lines += ["### Targets", "", *t, ""]
+    return "\n".join(lines)
+
+
+def plot(summary_runs: Sequence[dict[str, Any]], out: Path) -> list[Path]:
+    """One PNG per problem: mean ± 2 SE of log10 HV gap against evaluations."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    paths = []
+    for prob in sorted({r["problem"] for r in summary_runs}):
+        pr = [r for r in summary_runs if r["problem"] == prob]
+        budget = min(r["budget"] for r in pr)
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for m in [m for m in METHODS if any(r["method"] == m for r in pr)]:
+            G = np.array([r["log_gap"][:budget] for r in pr if r["method"] == m])
+            mu = G.mean(axis=0)
+            se = G.std(axis=0, ddof=1) / math.sqrt(len(G)) if len(G) > 1 else 0 * mu
+            x = np.arange(1, budget + 1)
+            ax.plot(x, mu, label=m)
+            ax.fill_between(x, mu - 2 * se, mu + 2 * se, alpha=0.15)
+        ax.set_xlabel("evaluations")
+        ax.set_ylabel("log10(max HV - HV)")
+        ax.set_title(prob)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        p = out / f"{prob}.png"
+        fig.savefig(p, dpi=90)
+        plt.close(fig)
+        paths.append(p)
+    return paths
+
+
+# -- CLI -------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="3 seeds, 30 evaluations (CI smoke)")
+    ap.add_argument("--seeds", type=int, default=None, help="number of seeds (default 10; 3 quick)")
+    ap.add_argument("--seed-offset", type=int, default=0, help="first seed")
+    ap.add_argument("--budget", type=int, default=None,
+                    help="evaluations per run (default: the problem's, 100 for M=2, 60 for "
+                         "M=3, 50 for Zeus; 30 quick)")
+    ap.add_argument("--problems", default=None,
+                    help="comma-separated problems (default: every problem, noiseless and noisy)")
+    ap.add_argument("--methods", default=",".join(METHODS), help="comma-separated methods")
+    ap.add_argument("--zeus-dir", default=str(DEFAULT_ZEUS_DIR),
+                    help="directory with summary_train.csv and summary_power_*.csv")
+    ap.add_argument("--zeus-gpu", default=None, help="which summary_power_<gpu>.csv")
+    ap.add_argument("--out", default="benchmarks/results/mobo", help="output directory")
+    ap.add_argument("--tag", default="main", help="this process's runs file: runs-<tag>.jsonl")
+    ap.add_argument("--report-only", action="store_true", help="only rebuild the report")
+    ap.add_argument("--no-plot", action="store_true")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.getLogger("ecopt").setLevel(logging.ERROR)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    seeds = args.seeds if args.seeds is not None else (3 if args.quick else 10)
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    bad = [m for m in methods if m not in METHODS]
+    if bad:
+        raise SystemExit(f"unknown method(s) {bad}; expected some of {list(METHODS)}")
+    problems = (args.problems.split(",") if args.problems else default_problems(args.quick))
+    if not args.report_only:
+        import torch
+
+        torch.set_num_threads(args.threads)
+        done = {(r["problem"], r["method"], r["seed"], r["budget"]) for r in _load_runs(out)}
+        runs_file = out / f"runs-{args.tag}.jsonl"
+        for name in problems:
+            problem = make_problem(name.strip(), zeus_dir=args.zeus_dir,
+                                   zeus_options={"gpu": args.zeus_gpu} if args.zeus_gpu else None)
+            budget = args.budget or (30 if args.quick else problem.budget)
+            for seed in range(args.seed_offset, args.seed_offset + seeds):
+                for m in methods:
+                    if (problem.name, m, seed, budget) in done:
+                        continue
+                    # Another process (--tag) may have finished it meanwhile.
+                    if any((r["problem"], r["method"], r["seed"], r["budget"])
+                           == (problem.name, m, seed, budget) for r in _load_runs(out)):
+                        continue
+                    r = run_one(problem, m, seed, budget)
+                    with runs_file.open("a") as fh:
+                        fh.write(json.dumps(r) + "\n")
+                    print(f"{problem.name:22s} {m:20s} seed {seed:2d}: final log gap "
+                          f"{r['log_gap'][-1]:+.3f}  ({r['wall_s']:.1f} s)", flush=True)
+    runs = _load_runs(out)
+    if args.problems:
+        runs = [r for r in runs if r["problem"] in {p.strip() for p in problems}]
+    if not runs:
+        print("no runs to report")
+        return 1
+    summary = summarise(runs)
+    cmd = "python -m benchmarks.mobo " + " ".join(sys.argv[1:] if argv is None else argv)
+    md = report_markdown(summary, cmd, versions())
+    (out / "report.md").write_text(md)
+    (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
+    if not args.no_plot:
+        plot(runs, out)
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
