@@ -534,11 +534,15 @@ def hypervolume_series(records: Sequence[TrialRecord], objectives: Sequence[Obje
     energy = 0.0
     hv = 0.0
     ok: list[TrialRecord] = []
+    signs = np.array([1.0 if d == "max" else -1.0 for d in dirs])
     for i, r in enumerate(sorted(records, key=lambda r: r.number)):
         energy += r.energy_j
         if r.state is TrialState.COMPLETE and r.feasible:
+            z = signs * np.array([r.values[n] for n in names], dtype=float)
+            # A point weakly dominated by an earlier one adds no volume: skip the recount.
+            covered = bool(ok) and bool(np.any(np.all(signs * _matrix(ok, names) >= z, axis=1)))
             ok.append(r)
-            if ref_point is not None:
+            if ref_point is not None and not covered:
                 hv = pareto.hypervolume(_matrix(ok, names), list(ref_point), dirs)
         out.append(HypervolumePoint(r.number, i + 1, energy, hv))
     return tuple(out)
