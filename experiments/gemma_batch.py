@@ -324,8 +324,11 @@ def _summarise(studies: dict[str, Any], args: Any, device: str, max_mem: float |
                      payback_tokens=pay, payback_tokens_whole=pay_whole)
         if grid_best_tpj is not None:
             seq = [_val(r, "tokens_per_joule") for r in sorted(recs, key=lambda r: r.number)]
-            f["evals_to_95pct_of_grid_best"] = evaluations_to_reach(seq, 0.95 * grid_best_tpj)
-            f["evals_to_grid_best"] = evaluations_to_reach(seq, grid_best_tpj)
+            for pct in (80, 90, 95, 100):
+                key = "evals_to_grid_best" if pct == 100 else f"evals_to_{pct}pct_of_grid_best"
+                f[key] = evaluations_to_reach(seq, pct / 100 * grid_best_tpj)
+            f["best_fraction_of_grid_best"] = (f.get("best_tokens_per_joule", 0.0)
+                                               / grid_best_tpj)
         facts["optimiser"] = f
 
         lines += ["## Result", ""]
@@ -353,10 +356,12 @@ def _summarise(studies: dict[str, Any], args: Any, device: str, max_mem: float |
             rows += [["grid evaluations", gf["evaluations"]],
                      ["grid best batch / tokens/J", f"{gf['best_batch']} / "
                                                     f"{C.fmt(gf['best_tokens_per_joule'])}"],
-                     ["optimiser evaluations to reach 95% of the grid's best",
-                      C.fmt(f.get("evals_to_95pct_of_grid_best"))],
-                     ["optimiser evaluations to reach the grid's best",
-                      C.fmt(f.get("evals_to_grid_best"))],
+                     ["optimiser best / grid best", f"{f['best_fraction_of_grid_best']:.2f}"],
+                     ["optimiser evaluations to reach 80% / 90% / 95% / 100% of the grid's "
+                      "best (- = not reached)",
+                      " / ".join(C.fmt(f.get(k)) for k in (
+                          "evals_to_80pct_of_grid_best", "evals_to_90pct_of_grid_best",
+                          "evals_to_95pct_of_grid_best", "evals_to_grid_best"))],
                      ["grid energy (J)", gf["energy_j"]]]
         lines += [C.md_table(["", "value"], rows), ""]
         lines += [f"### Optimiser trials ({args.sampler}; study `{o.path}`)", "",
