@@ -516,9 +516,20 @@ def _front_numbers(records: Sequence[TrialRecord], objectives: Sequence[Objectiv
     return tuple(r.number for r in front)
 
 
+#: Fronts larger than this (with 3+ objectives) grow the series by each new
+#: point's exclusive contribution instead of a full recount per trial.
+_EXACT_FRONT_MAX = 64
+
+
 def hypervolume_series(records: Sequence[TrialRecord], objectives: Sequence[Objective],
                        ref_point: Sequence[float] | None) -> tuple[HypervolumePoint, ...]:
     """Hypervolume after each trial (by trial number) against one fixed reference point.
+
+    A trial weakly dominated by an earlier one adds nothing. Otherwise the
+    hypervolume is recounted; once a 3+-objective front holds more than
+    ``_EXACT_FRONT_MAX`` points, the new point's exclusive contribution
+    (its box minus the front clipped to that box) is added instead, and the
+    last value is recounted exactly.
 
     Args:
         records: Finished trials (any order, any state).
@@ -526,26 +537,46 @@ def hypervolume_series(records: Sequence[TrialRecord], objectives: Sequence[Obje
         ref_point: The fixed reference point; ``None`` gives a series of zeros.
 
     Returns:
-        One point per record, in trial-number order; never decreasing.
+        One point per record, in trial-number order; never decreasing; the
+        last value equals ``pareto.hypervolume`` of every feasible complete trial.
     """
     names = [o.name for o in objectives]
-    dirs = [o.direction for o in objectives]
-    out: list[HypervolumePoint] = []
+    m = len(names)
+    signs = np.array([1.0 if o.direction == "max" else -1.0 for o in objectives])
+    r = signs * np.asarray(ref_point, dtype=float) if ref_point is not None else None
+    front = np.empty((0, m))  # maximisation form, only points better than r everywhere
+    trials: list[TrialRecord] = sorted(records, key=lambda rec: rec.number)
+    values: list[float] = []
+    energies: list[float] = []
     energy = 0.0
     hv = 0.0
-    ok: list[TrialRecord] = []
-    signs = np.array([1.0 if d == "max" else -1.0 for d in dirs])
-    for i, r in enumerate(sorted(records, key=lambda r: r.number)):
-        energy += r.energy_j
-        if r.state is TrialState.COMPLETE and r.feasible:
-            z = signs * np.array([r.values[n] for n in names], dtype=float)
-            # A point weakly dominated by an earlier one adds no volume: skip the recount.
-            covered = bool(ok) and bool(np.any(np.all(signs * _matrix(ok, names) >= z, axis=1)))
-            ok.append(r)
-            if ref_point is not None and not covered:
-                hv = pareto.hypervolume(_matrix(ok, names), list(ref_point), dirs)
-        out.append(HypervolumePoint(r.number, i + 1, energy, hv))
-    return tuple(out)
+    incremental = False
+    for rec in trials:
+        energy += rec.energy_j
+        if r is not None and rec.state is TrialState.COMPLETE and rec.feasible:
+            z = signs * np.array([rec.values[n] for n in names], dtype=float)
+            useful = bool(np.all(z > r)) and not (
+                front.shape[0] and bool(np.any(np.all(front >= z, axis=1))))
+            if useful:
+                if m >= 3 and front.shape[0] >= _EXACT_FRONT_MAX:
+                    incremental = True
+                    clipped = np.minimum(front, z)
+                    gain = float(np.prod(z - r)) - pareto.hypervolume(clipped, r)
+                    hv += max(gain, 0.0)
+                    keep = ~np.all(z >= front, axis=1)
+                    front = np.vstack([front[keep], z])
+                else:
+                    keep = ~np.all(z >= front, axis=1)
+                    front = np.vstack([front[keep], z])
+                    hv = pareto.hypervolume(front, r)
+        values.append(hv)
+        energies.append(energy)
+    if incremental and values:
+        values[-1] = pareto.hypervolume(front, r)  # type: ignore[arg-type]
+        for i in range(len(values) - 2, -1, -1):  # rounding must not break monotonicity
+            values[i] = min(values[i], values[i + 1])
+    return tuple(HypervolumePoint(rec.number, i + 1, e, v)
+                 for i, (rec, e, v) in enumerate(zip(trials, energies, values)))
 
 
 def _phase_energy(record: TrialRecord) -> list[PhaseEnergy]:

@@ -300,3 +300,25 @@ def test_report_module_does_not_import_matplotlib():
             "assert 'matplotlib' not in sys.modules, 'matplotlib imported'\n"
             "import ecopt; assert 'matplotlib' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_large_three_objective_front_series_matches_direct_computation():
+    # 150 points on a sphere: every one on the front, past the incremental threshold.
+    from ecopt.trial import TrialRecord
+
+    rng = np.random.default_rng(0)
+    X = rng.random((150, 3)) + 0.05
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    X[:, 1] = 2.0 - X[:, 1]  # one minimised objective
+    objs = [ecopt.Objective("a", "max"), ecopt.Objective("b", "min"), ecopt.Objective("c", "max")]
+    recs = [TrialRecord(i, TrialState.COMPLETE, {}, values=dict(zip("abc", map(float, x))))
+            for i, x in enumerate(X)]
+    ref = [0.0, 2.0, 0.0]
+    series = hypervolume_series(recs, objs, ref)
+    hv = [p.hypervolume for p in series]
+    assert all(b >= a for a, b in zip(hv, hv[1:]))
+    dirs = ["max", "min", "max"]
+    for k in (10, 64, 65, 100, 149):
+        expect = ecopt.pareto.hypervolume(X[: k + 1], ref, dirs)
+        assert hv[k] == pytest.approx(expect, rel=1e-9)
+    assert hv[-1] == ecopt.pareto.hypervolume(X, ref, dirs)
