@@ -105,6 +105,8 @@ def _parser() -> Any:
                    help="also search dtype (float32, bfloat16; float16 too on GPU)")
     p.add_argument("--search-attn", action="store_true",
                    help="also search the attention implementation (eager, sdpa)")
+    p.add_argument("--search-cache", action="store_true",
+                   help="also search use_cache (KV cache on/off)")
     p.add_argument("--second", default="p95_latency", choices=["p95_latency", "throughput"],
                    help="second objective: p95 per-token latency (min) or tokens/s (max)")
     p.add_argument("--max-memory-gb", type=float, default=None,
@@ -129,6 +131,8 @@ def _space(args: Any, ecopt: Any, device: str) -> Any:
             else ["float32", "bfloat16"])
     if args.search_attn:
         dims["attn_implementation"] = ecopt.Categorical(["eager", "sdpa"])
+    if args.search_cache:
+        dims["use_cache"] = ecopt.Categorical([True, False])
     return ecopt.SearchSpace(dims)
 
 
@@ -138,9 +142,13 @@ def _objectives(args: Any, ecopt: Any) -> list[Any]:
     return [ecopt.Objective("tokens_per_joule", "max"), second]
 
 
+def _is_baseline(r: Any) -> bool:
+    return r.proposed_by == "user" and r.params.get("batch_size") == 1
+
+
 def _run_baseline(study: Any, objective: Any, params: dict[str, Any]) -> None:
     """Evaluate the batch-1 baseline as a user trial (skipped on resume when present)."""
-    if any(r.params.get("batch_size") == 1 for r in study.records):
+    if any(_is_baseline(r) for r in study.records):
         return
     trial = study.ask(params=params)
     try:
@@ -243,6 +251,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 base["dtype"] = "float32"
             if args.search_attn:
                 base["attn_implementation"] = "sdpa"
+            if args.search_cache:
+                base["use_cache"] = True
             # The whole search (trials + the optimiser's own model fitting) in one window.
             h = meter.start()
             _run_baseline(opt, objective, base)
@@ -297,8 +307,7 @@ def _summarise(studies: dict[str, Any], args: Any, device: str, max_mem: float |
         o = studies["optimiser"]
         recs = o.records
         best = _best(recs)
-        base = next((r for r in recs if r.params.get("batch_size") == 1
-                     and _val(r, "tokens_per_joule")), None)
+        base = next((r for r in recs if _is_baseline(r) and _val(r, "tokens_per_joule")), None)
         search_j = sum(r.energy_j for r in recs)
         f: dict[str, Any] = {"sampler": args.sampler, "evaluations": len(recs),
                              "search_energy_j": search_j, "whole_search_energy_j": whole_j,

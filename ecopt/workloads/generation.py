@@ -9,7 +9,8 @@ not on what the weights say. ``model_path`` loads real local weights instead
 The objective reads these params from the trial (missing ones take the
 defaults of :class:`GenerationObjective`): ``batch_size``, ``max_new_tokens``,
 ``prompt_len``, ``dtype`` (``float32``/``bfloat16``/``float16``),
-``attn_implementation`` (``eager``/``sdpa``) and, for the built-in
+``attn_implementation`` (``eager``/``sdpa``), ``use_cache`` (the KV cache on or
+off) and, for the built-in
 architecture, ``hidden_size``, ``num_hidden_layers``, ``intermediate_size``,
 ``num_attention_heads``, ``num_key_value_heads``, ``vocab_size``.
 
@@ -201,7 +202,8 @@ def build_causal_lm(arch: GemmaArch | None = None, model_path: str | None = None
     else:
         torch.manual_seed(seed)
         model = AutoModelForCausalLM.from_config(gemma3_config(arch), dtype=td, **kw)
-    return model.to(device).eval()
+    model = model.to(device)  # type: ignore[arg-type]  # transformers' stub wants a dtype
+    return model.eval()
 
 
 def arch_from_config(config: Any) -> GemmaArch:
@@ -289,7 +291,7 @@ class GenerationObjective:
         arch: Built-in random-weight architecture (trial params may override its fields).
         model_path: Local checkpoint directory instead of ``arch``.
         device: ``auto`` (GPU when available), ``cpu`` or ``cuda[:N]``.
-        dtype, attn_implementation, batch_size, max_new_tokens, prompt_len:
+        dtype, attn_implementation, use_cache, batch_size, max_new_tokens, prompt_len:
             Defaults for params the space does not search.
         max_memory_gb: Emulated memory ceiling (see the module docstring);
             ``None`` lets the hardware decide (a real OOM on GPU).
@@ -305,6 +307,7 @@ class GenerationObjective:
     device: str = "auto"
     dtype: str = "float32"
     attn_implementation: str | None = None
+    use_cache: bool = True
     batch_size: int = 1
     max_new_tokens: int = 32
     prompt_len: int = 16
@@ -356,7 +359,8 @@ class GenerationObjective:
         new_tokens = int(self._p(trial, "max_new_tokens"))
         prompt_len = int(self._p(trial, "prompt_len"))
         dtype = str(self._p(trial, "dtype"))
-        attn = trial.params.get("attn_implementation", self.attn_implementation)
+        attn_p = trial.params.get("attn_implementation", self.attn_implementation)
+        attn = None if attn_p is None else str(attn_p)
         if dtype == "float16" and device == "cpu":
             raise Infeasible("float16 generation is not supported on CPU; use bfloat16")
         arch = self.arch.with_params(trial.params)
@@ -379,8 +383,9 @@ class GenerationObjective:
         # Token ids 3.. avoid Gemma's pad/eos/bos (0, 1, 2).
         ids = torch.randint(3, vocab, (batch, prompt_len), generator=g).to(device)
         mask = torch.ones_like(ids)
-        gen_kw = dict(max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False,
-                      pad_token_id=0)
+        gen_kw: dict[str, Any] = dict(max_new_tokens=new_tokens, min_new_tokens=new_tokens,
+                                      do_sample=False, pad_token_id=0,
+                                      use_cache=bool(self._p(trial, "use_cache")))
         if device.startswith("cuda"):
             torch.cuda.reset_peak_memory_stats(device)
         try:
