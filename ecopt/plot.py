@@ -193,7 +193,10 @@ def _panel(ax: Axes, data: ReportData, x: str, y: str, legend: bool = True) -> i
             order = np.argsort(xs, kind="stable")
             ax.plot(xs[order], ys[order], color=_FRONT["color"], lw=1, ls=":", zorder=3)
         ax.scatter(xs, ys, label=f"Pareto front ({len(front)})", **_FRONT)
+        labelled = _labelled(data, [p[0].number for p in front])
         for r, vx, vy in front:
+            if r.number not in labelled:
+                continue
             star = "*" if r.number == data.knee else ""
             ax.annotate(f"{r.number}{star}", (vx, vy), xytext=(4, 4), textcoords="offset points",
                         fontsize=8, zorder=6)
@@ -209,6 +212,20 @@ def _panel(ax: Axes, data: ReportData, x: str, y: str, legend: bool = True) -> i
     if legend and ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=7, loc="best", framealpha=0.85)
     return drawn
+
+
+#: Most front points labelled with their number in one panel (the knee and the
+#: best trial per objective always are; the rest evenly spaced).
+_MAX_LABELS = 30
+
+
+def _labelled(data: ReportData, numbers: Sequence[int]) -> set[int]:
+    if len(numbers) <= _MAX_LABELS:
+        return set(numbers)
+    keep = {n for n in (data.knee, *data.best.values()) if n is not None}
+    step = len(numbers) / max(1, _MAX_LABELS - len(keep))
+    keep |= {numbers[int(i * step)] for i in range(_MAX_LABELS - len(keep))}
+    return keep
 
 
 def _wrap(text: str, width: int) -> str:
