@@ -25,6 +25,12 @@ __all__ = ["base_parser", "setup", "say", "run_trials", "provenance", "machine_l
 _T0 = time.monotonic()
 _QUIET = False
 
+# A clean clone without `pip install -e .` can still run the scripts: fall back to the
+# checkout's ecopt (appended, so an installed ecopt wins).
+_ROOT = str(Path(__file__).resolve().parents[1])
+if _ROOT not in sys.path:
+    sys.path.append(_ROOT)
+
 
 def base_parser(description: str, default_out: str) -> argparse.ArgumentParser:
     """An ``ArgumentParser`` with the options every experiment script shares."""
