@@ -348,6 +348,11 @@ def phase_energy(study_or_dir: Study | str | Path | ReportData) -> Figure:
     ax2 = fig.add_subplot(1, 2, 2)
     est = " (estimated)" if data.energy_estimated else ""
     trials = list(data.front)
+    shown_note = ""
+    if len(trials) > _MAX_LABELS:
+        keep = _labelled(data, trials)
+        shown_note = f" ({len(keep)} of {len(trials)} front trials shown)"
+        trials = [t for t in trials if t in keep]
     phases = [p for p in data.phases if any(pe.phase == p for pe in data.phase_energy)]
     if not trials or not phases:
         for ax in (ax1, ax2):
@@ -379,7 +384,7 @@ def phase_energy(study_or_dir: Study | str | Path | ReportData) -> Figure:
     ax2.set_ylabel(f"share of the trial's energy (%){est}")
     ax1.set_title(f"energy per phase{est}", fontsize=9)
     ax2.set_title("where each front trial spends its energy", fontsize=9)
-    fig.suptitle(_t(f"{data.name}: per-phase energy of the Pareto front"), fontsize=10)
+    fig.suptitle(_t(f"{data.name}: per-phase energy of the Pareto front{shown_note}"), fontsize=10)
     return fig
 
 
