@@ -66,20 +66,24 @@ def leave_last_out(users: np.ndarray, items: np.ndarray, times: np.ndarray
 
 
 def sample_negatives(users: np.ndarray, n_items: int, k: int, rated_keys: np.ndarray,
-                     rng: np.random.Generator, rounds: int = 8) -> np.ndarray:
+                     rng: np.random.Generator, rounds: int = 32) -> np.ndarray:
     """``len(users) x k`` item codes each user has not rated (``rated_keys`` = sorted ``user * n_items + item``).
 
     Collisions with rated items are redrawn up to ``rounds`` times; the few
     left after that (only for users who rated nearly everything) stay.
     """
     neg = rng.integers(0, n_items, (len(users), k))
+    flat = neg.reshape(-1)  # a view: redraws land in ``neg``
+    u_flat = np.repeat(users.astype(np.int64), k)
+    idx = np.arange(flat.size)  # positions still to check: only collisions are re-checked
     for _ in range(rounds):
-        keys = users[:, None].astype(np.int64) * n_items + neg
+        keys = u_flat[idx] * n_items + flat[idx]
         pos = np.searchsorted(rated_keys, keys)
         hit = rated_keys[np.minimum(pos, len(rated_keys) - 1)] == keys
-        if not hit.any():
+        idx = idx[hit]
+        if idx.size == 0:
             break
-        neg[hit] = rng.integers(0, n_items, int(hit.sum()))
+        flat[idx] = rng.integers(0, n_items, idx.size)
     return neg
 
 
