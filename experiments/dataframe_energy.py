@@ -142,6 +142,11 @@ def summarise(results: dict[str, Any], backends: Sequence[str]) -> tuple[str, di
                 f[ph] = {"duration_s": dur, "cpu_j": cpu, "ram_delta_mb": ram, "peak_ram_mb": peak}
                 rows.append([name, b, ph, _ci(dur, 3), _ci(cpu, 3), f"{ram[0]:.1f}",
                              f"{peak[0]:.0f}"])
+                if ph == "preprocess" and all("split_and_negatives_s" in r.metrics for r in recs):
+                    sn = trimmed_stats([r.metrics["split_and_negatives_s"] for r in recs])
+                    f["split_and_negatives_s"] = sn
+                    rows.append([name, b, "  of which split + negatives (numpy, any backend)",
+                                 _ci(sn, 3), "", "", ""])
             tot = trimmed_stats([sum(r.phases[p].duration_s for p in PHASES) for r in recs])
             tot_j = trimmed_stats([sum(r.phases[p].energy_j for p in PHASES) for r in recs])
             q = trimmed_stats([r.values[quality] for r in recs])
