@@ -1,6 +1,6 @@
 """Parallel and asynchronous trials on a Dask LocalCluster: wall time and hypervolume per minute.
 
-Two tables:
+Three tables:
 
 1. **Scaling**: one fixed study (16 trials of a cheap objective with a
    controlled duration, random search, so proposals cost nothing) on an
@@ -16,6 +16,9 @@ Two tables:
    Hypervolume against the fixed reference point (1.1, 11), per minute of
    wall clock, with the driver's time spent proposing (GP fits + acquisition)
    and the fraction of worker time spent in trials.
+3. **The optimiser's own cost**: seconds for one qLogNEHVI proposal with n
+   finished trials (exact GP fit, O(n^3), plus acquisition optimisation), for
+   n up to 800: what bounds a study's size, whatever the number of workers.
 
 Cluster start-up (a few seconds) is not counted; proposal time (GP fits, in
 the driver) is. Energy here is not measured (the objectives sleep).
@@ -122,6 +125,26 @@ def bo(budget_s: float, seeds: int, base_s: float, span_s: float, dim: int) -> l
     return out
 
 
+def proposal_cost(ns: list[int], dim: int) -> list[tuple[int, float]]:
+    """Seconds one qLogNEHVI proposal takes with ``n`` finished trials (random points)."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    sampler = QLogNEHVISampler(num_restarts=2, raw_samples=64, mc_samples=64)
+    study = ecopt.Study(_bo_space(dim), _objectives(), sampler=sampler, meter="wallclock")
+    obj = T.ZDT1Sleep(0, 0)
+    out = []
+    for n in [min(ns)] + sorted(ns):  # the first, untimed round imports and warms up BoTorch
+        while len(study.records) < n:
+            t = study.ask(params={f"x{i}": float(rng.random()) for i in range(dim)})
+            study.tell(t, obj(t))
+        t0 = time.perf_counter()
+        sampler.propose(study.space, study.records, [], 1)
+        out.append((n, time.perf_counter() - t0))
+        print(f"  proposal with n={n}: {out[-1][1]:.2f} s", file=sys.stderr)
+    return out[1:]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=16, help="trials of the scaling study")
@@ -129,6 +152,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget-s", type=float, default=60.0,
                     help="wall-clock seconds of proposals per BO run")
     ap.add_argument("--dim", type=int, default=4, help="ZDT1 variables in the BO runs")
+    ap.add_argument("--proposal-n", default="25,50,100,200,400,800",
+                    help="trial counts at which to time one proposal (table 3)")
+    ap.add_argument("--parts", default="1,2,3", help="which tables to produce")
     ap.add_argument("--seeds", type=int, default=1, help="BO runs per configuration")
     ap.add_argument("--base-s", type=float, default=1.0, help="shortest BO trial (s)")
     ap.add_argument("--span-s", type=float, default=4.0,
@@ -142,15 +168,36 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"# benchmarks/parallel.py on {platform.node()}: {os.cpu_count()} cores, "
           f"Python {platform.python_version()}, ecopt {ecopt.__version__}")
+    parts = {int(p) for p in args.parts.split(",")}
+    if 1 in parts:
+        _table1(args)
+    if 2 in parts:
+        _table2(args)
+    if 3 in parts:
+        res3 = proposal_cost([int(n) for n in args.proposal_n.split(",")], args.dim)
+        print(f"\n## 3. The optimiser's own cost: one qLogNEHVI proposal (q=1) against the number "
+              f"of finished trials n (ZDT1, {args.dim} variables, random points, driver process, "
+              "1 torch thread)\n")
+        print("| n | proposal (s) |")
+        print("|---:|---:|")
+        for n, sec in res3:
+            print(f"| {n} | {sec:.2f} |")
+    return 0
+
+
+def _table1(args: argparse.Namespace) -> None:
     rows = scaling(args.trials, args.duration_s)
     print(f"\n## 1. Wall time of a fixed study: {args.trials} trials x {args.duration_s:g} s, "
           "random search, embedded LocalCluster\n")
-    print("| trial kind | workers | wall (s) | speed-up vs 1 worker | trial-seconds per worker-second |")
+    print("| trial kind | workers | wall (s) | speed-up vs 1 worker | "
+          "trial-seconds per worker-second |")
     print("|---|---:|---:|---:|---:|")
     base = {k: w for k, n, w, _ in rows if n == 1}
     for kind, n, wall, busy in rows:
         print(f"| {kind} | {n} | {wall:.2f} | {base[kind] / wall:.2f}x | {busy / n:.0%} |")
 
+
+def _table2(args: argparse.Namespace) -> None:
     res = bo(args.budget_s, args.seeds, args.base_s, args.span_s, args.dim)
     print(f"\n## 2. Hypervolume per wall-clock minute: qLogNEHVI on ZDT1 ({args.dim} variables), "
           f"trials of {args.base_s:g}-{args.base_s + args.span_s:g} s, proposals for "
@@ -161,7 +208,6 @@ def main(argv: list[str] | None = None) -> int:
     for name, workers, q, asyn, wall, n, hv, per_min, prop, busy in res:
         print(f"| {name} | {workers} | {q if not asyn else '-'} | {wall:.1f} | {n:.0f} | "
               f"{hv:.3f} | {ZDT1_MAX_HV - hv:.3f} | {per_min:.2f} | {prop:.1f} | {busy:.0%} |")
-    return 0
 
 
 if __name__ == "__main__":
