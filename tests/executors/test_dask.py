@@ -230,3 +230,30 @@ def test_scheduler_going_away_stops_cleanly_and_the_study_resumes(run_dir, tmp_p
         st2.close()
     finally:
         _stop(procs)
+
+
+def test_tls_cluster_and_a_users_own_client() -> None:
+    pytest.importorskip("cryptography")
+    import distributed
+
+    st = study()
+    with ecopt.DaskExecutor(n_workers=1, security=True) as ex:
+        assert ex.address.startswith("tls://127.0.0.1:")
+        recs = st.optimize(T.quick, n_trials=2, executor=ex)
+        assert all(r.worker.endswith(")") and "tls://127.0.0.1:" in r.worker for r in recs)
+        # A Client the user made (with its Security) is used as is, and left open.
+        client = distributed.Client(ex.address, security=ex.client.security,
+                                    set_as_default=False)
+        try:
+            with ecopt.DaskExecutor(client=client) as ex2:
+                assert ex2.client is client and not ex2.embedded
+                more = st.optimize(T.quick, n_trials=2, executor=ex2)
+            assert client.status == "running"
+        finally:
+            client.close()
+        # Plain TCP is refused by a TLS scheduler.
+        from ecopt.executors.dask import DaskUnavailableError
+
+        with pytest.raises(DaskUnavailableError):
+            ecopt.DaskExecutor(ex.address.replace("tls://", "tcp://"), connect_timeout_s=1)
+    assert [r.state for r in recs + more] == [ecopt.TrialState.COMPLETE] * 4
