@@ -148,7 +148,8 @@ def report_env(trial: Trial) -> dict[str, float]:
     """ZDT1, with the worker's ``CUDA_VISIBLE_DEVICES`` and pid as user attributes."""
     trial.set_user_attr("cuda_visible_devices", os.environ.get("CUDA_VISIBLE_DEVICES"))
     trial.set_user_attr("pid", os.getpid())
-    time.sleep(0.2)
+    with trial.phase("work"):
+        time.sleep(0.2)
     return zdt1(float(trial["x"]), float(trial["y"]))
 
 

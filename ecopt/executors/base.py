@@ -36,6 +36,7 @@ __all__ = [
     "TRIAL_TIMEOUT",
     "fault_outcome",
     "execute_trial",
+    "worker_meter",
     "objective_name",
 ]
 
@@ -88,14 +89,34 @@ def fault_outcome(trial: Trial, error_type: str, message: str, *, started_at: st
     )
 
 
+_WORKER_METERS: dict[str, Any] = {}
+
+
+def worker_meter(spec: str) -> Any:
+    """The meter named ``spec`` built in this (worker) process, once, then reused."""
+    meter = _WORKER_METERS.get(spec)
+    if meter is None:
+        from ecopt.meters import get_meter
+
+        meter = _WORKER_METERS[spec] = get_meter(spec)
+    return meter
+
+
 def execute_trial(objective: Callable[[Trial], Any], trial: Trial, *, worker: str | None = None,
-                  device: str | None = None) -> TrialOutcome:
+                  device: str | None = None, meter: str | None = None) -> TrialOutcome:
     """Run one trial where it landed (in a worker process), stamping where and when.
 
     The trial's start time is reset to now, so ``started_at``/``duration_s``
     cover the run itself, not the time it waited in a queue (overlaps between
     concurrent trials are computed from these).
+
+    Args:
+        meter: Measure with this meter name, resolved in this process (e.g.
+            ``"auto"`` on a GPU worker of a driver that has no GPU) instead of
+            the study's meter. Each measurement names the meter that made it.
     """
+    if meter is not None:
+        trial.meter = worker_meter(meter)
     trial.started_at = _now_iso()
     trial._t0 = time.perf_counter()  # the driver's clock means nothing here
     out = run_objective(objective, trial)

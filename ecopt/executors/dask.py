@@ -60,7 +60,8 @@ class DaskUnavailableError(EcoptError):
     """Dask distributed is not installed, or its scheduler cannot be reached."""
 
 
-def _run_on_worker(objective: Callable[[Trial], Any], trial: Trial) -> TrialOutcome:
+def _run_on_worker(objective: Callable[[Trial], Any], trial: Trial,
+                   meter: str | None = None) -> TrialOutcome:
     """The Dask task: run one trial on the worker that got it."""
     label = ""
     try:
@@ -71,7 +72,7 @@ def _run_on_worker(objective: Callable[[Trial], Any], trial: Trial) -> TrialOutc
     except Exception:  # pragma: no cover - not on a worker (e.g. a test calling it directly)
         label = f"pid:{os.getpid()}"
     return execute_trial(objective, trial, worker=label,
-                         device=os.environ.get("CUDA_VISIBLE_DEVICES", ""))
+                         device=os.environ.get("CUDA_VISIBLE_DEVICES", ""), meter=meter)
 
 
 async def _exit_worker() -> None:
@@ -117,6 +118,9 @@ class DaskExecutor(Executor):
             back after a dropped connection).
         poll_interval_s: How often the driver asks the scheduler where trials
             run (for timeouts and for naming the worker of a lost trial).
+        worker_meter: A meter name (``"auto"``, ``"nvml"``...) built on each
+            worker instead of using the study's meter, which was chosen on the
+            driver (e.g. ``"auto"`` on a driver without GPU picks the estimate).
 
     Raises:
         ValueError: for bad arguments (both ``address`` and ``client``...).
@@ -131,7 +135,7 @@ class DaskExecutor(Executor):
                  resources: Mapping[str, float] | None = None,
                  gpus: Sequence[int | str] | None = None, trial_timeout_s: float | None = None,
                  memory_limit: str | float | None = "auto", connect_timeout_s: float = 30.0,
-                 poll_interval_s: float = 0.5) -> None:
+                 poll_interval_s: float = 0.5, worker_meter: str | None = None) -> None:
         if address is not None and client is not None:
             raise ValueError("pass either address= or client=, not both")
         if address is not None and (not isinstance(address, str) or not address):
@@ -166,6 +170,7 @@ class DaskExecutor(Executor):
                 from None
 
         self.resources = dict(resources) if resources else None
+        self.worker_meter = worker_meter
         self.trial_timeout_s = trial_timeout_s
         self.poll_interval_s = poll_interval_s
         self.embedded = embedded
@@ -275,7 +280,7 @@ class DaskExecutor(Executor):
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "address": self.address, "embedded": self.embedded,
                 "slots": self.slots, "resources": self.resources,
-                "trial_timeout_s": self.trial_timeout_s}
+                "trial_timeout_s": self.trial_timeout_s, "worker_meter": self.worker_meter}
 
     # -- running trials -------------------------------------------------------------------
     def check_objective(self, objective: Callable[[Trial], Any]) -> None:
@@ -303,8 +308,8 @@ class DaskExecutor(Executor):
         key = f"ecopt-trial-{trial.number}-{uuid.uuid4().hex[:12]}"
         fut: Future[TrialOutcome] = Future()
         fut.set_running_or_notify_cancel()
-        dfut = self._client.submit(_run_on_worker, objective, trial, key=key, pure=False,
-                                   resources=self.resources)
+        dfut = self._client.submit(_run_on_worker, objective, trial, self.worker_meter, key=key,
+                                   pure=False, resources=self.resources)
         with self._lock:
             self._jobs[key] = _Job(trial, dfut, fut)
         dfut.add_done_callback(self._on_done)

@@ -52,7 +52,7 @@ log = logging.getLogger("ecopt")
 _STARTED = b"S"
 
 
-def _worker_main(conn: Any, device: str | None = None) -> None:
+def _worker_main(conn: Any, device: str | None = None, meter: str | None = None) -> None:
     """Loop in a worker process: receive a pickled (objective, trial), send its outcome back."""
     if device is not None:  # before any trial can initialise CUDA
         os.environ["CUDA_VISIBLE_DEVICES"] = device
@@ -77,7 +77,7 @@ def _worker_main(conn: Any, device: str | None = None) -> None:
                 "define the objective in a module the worker can import", ""),
                 host=socket.gethostname(), worker=worker)
         else:
-            out = execute_trial(objective, trial, worker=worker)
+            out = execute_trial(objective, trial, worker=worker, meter=meter)
         try:
             data = pickle.dumps(out)
         except Exception as exc:
@@ -140,6 +140,9 @@ class ProcessExecutor(Executor):
         gpus: One worker per GPU id: worker ``i`` runs with
             ``CUDA_VISIBLE_DEVICES=gpus[i]`` (a replacement worker takes over
             the GPU of the one it replaces). Sets ``n_workers``.
+        worker_meter: A meter name (``"auto"``, ``"nvml"``...) built in each
+            worker process instead of using the study's meter (which was
+            chosen where the study was created). ``None``: the study's meter.
 
     Objectives and their arguments must be picklable, and importable by
     module path in the workers: define objectives at module level (in a
@@ -150,8 +153,10 @@ class ProcessExecutor(Executor):
 
     def __init__(self, n_workers: int | None = None, trial_timeout_s: float | None = None,
                  start_method: str = "spawn", max_trials_per_worker: int | None = None,
-                 gpus: Sequence[int | str] | None = None) -> None:
+                 gpus: Sequence[int | str] | None = None,
+                 worker_meter: str | None = None) -> None:
         self.gpus: list[str] | None = None
+        self.worker_meter = worker_meter
         if gpus is not None:
             ids = [str(g) for g in gpus]
             if not ids or len(set(ids)) != len(ids):
@@ -249,7 +254,7 @@ class ProcessExecutor(Executor):
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "slots": self.slots, "n_workers": self.n_workers,
                 "trial_timeout_s": self.trial_timeout_s, "start_method": self.start_method,
-                "gpus": self.gpus}
+                "gpus": self.gpus, "worker_meter": self.worker_meter}
 
     # -- monitor thread ------------------------------------------------------------
     def _start_worker(self) -> _Worker:
@@ -259,7 +264,7 @@ class ProcessExecutor(Executor):
             device = next(g for g in self.gpus if g not in taken)
         parent, child = self._ctx.Pipe(duplex=True)
         proc = self._ctx.Process(  # type: ignore[attr-defined]
-            target=_worker_main, args=(child, device), daemon=True, name="ecopt-trial-worker")
+            target=_worker_main, args=(child, device, self.worker_meter), daemon=True, name="ecopt-trial-worker")
         proc.start()
         child.close()
         w = _Worker(proc, parent, device=device)

@@ -237,9 +237,12 @@ def test_tls_cluster_and_a_users_own_client() -> None:
     import distributed
 
     st = study()
-    with ecopt.DaskExecutor(n_workers=1, security=True) as ex:
+    with ecopt.DaskExecutor(n_workers=1, security=True, worker_meter="wallclock") as ex:
         assert ex.address.startswith("tls://127.0.0.1:")
-        recs = st.optimize(T.quick, n_trials=2, executor=ex)
+        recs = st.optimize(T.Sleepy(0.05), n_trials=2, executor=ex)
+        # Measured by a meter built on the worker, not the study's (estimate) meter.
+        assert st.meter.name != "wallclock"
+        assert all(r.phases["work"].measurement.meter == "wallclock" for r in recs)
         assert all(r.worker.endswith(")") and "tls://127.0.0.1:" in r.worker for r in recs)
         # A Client the user made (with its Security) is used as is, and left open.
         client = distributed.Client(ex.address, security=ex.client.security,

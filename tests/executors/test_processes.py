@@ -68,7 +68,7 @@ def test_async_pool_runs_trials_in_two_processes_and_sees_pending(run_dir) -> No
 def test_synchronous_batches_on_one_worker_per_gpu() -> None:
     spy = SpySampler()
     st = study(sampler=spy)
-    with ProcessExecutor(gpus=[3, 5]) as ex:
+    with ProcessExecutor(gpus=[3, 5], worker_meter="wallclock") as ex:
         assert ex.slots == 2
         recs = st.optimize(T.report_env, n_trials=4, batch_size=2, executor=ex,
                            asynchronous=False)
@@ -78,6 +78,10 @@ def test_synchronous_batches_on_one_worker_per_gpu() -> None:
     # Each worker process saw only its own GPU, and the record says which.
     assert {r.device for r in recs} == {"3", "5"}
     assert all(r.user_attrs["cuda_visible_devices"] == r.device for r in recs)
+    # Measured by the meter built in the workers, not the study's estimate meter.
+    assert st.meter.name != "wallclock"
+    assert all(list(r.phases) == ["work"] and r.phases["work"].measurement.meter == "wallclock"
+               for r in recs)
     pid_gpu = {(r.user_attrs["pid"], r.device) for r in recs}
     assert len(pid_gpu) == 2 and len({p for p, _ in pid_gpu}) == 2
 
