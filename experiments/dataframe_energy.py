@@ -95,9 +95,18 @@ def run(args: Any) -> dict[str, Any]:
     for name, (obj, quality, direction) in workloads(args).items():
         space = ecopt.SearchSpace({"backend": ecopt.Categorical(list(args.backends)),
                                    "repeat": ecopt.Int(0, max(1, args.repeats - 1))})
+        where = Path(args.out) / name
+        if args.overwrite and where.exists():
+            # Same spec would resume (and skip every finished run): start afresh instead.
+            import datetime as _dt
+            import shutil
+
+            stamp = _dt.datetime.now().strftime("%Y%m%dT%H%M%S")
+            shutil.move(str(where), str(where.with_name(f"{name}.replaced-{stamp}")))
+            C.say(f"{name}: earlier runs moved to {name}.replaced-{stamp}")
         study = ecopt.Study(space, [ecopt.Objective(quality, direction),
                                     ecopt.Objective("samples_per_joule", "max")],
-                            storage=Path(args.out) / name, sampler="random", meter=args.meter,
+                            storage=where, sampler="random", meter=args.meter,
                             seed=args.seed, overwrite=args.overwrite)
         # Warm-up run per backend (imports, file generation), not recorded.
         for b in args.backends:
