@@ -17,7 +17,7 @@ from typing import Any
 
 from ecopt.trial import Trial
 
-__all__ = ["zdt1", "quick", "Sleepy", "VariableSleep", "ZDT1Sleep", "PidThenSleep", "Suicide", "report_env", "pending_seen"]
+__all__ = ["zdt1", "quick", "Sleepy", "VariableSleep", "ZDT1Sleep", "Leader", "PidThenSleep", "Suicide", "report_env", "pending_seen"]
 
 
 def zdt1(x: float, y: float) -> dict[str, float]:
@@ -105,6 +105,31 @@ class ZDT1Sleep:
         return {"f1": xs[0], "f2": g * (1.0 - math.sqrt(xs[0] / g))}
 
 
+class Leader:
+    """Trial ``leader`` marks its start in ``<dir>/leader`` and runs ``leader_s``; later
+    trials wait for that mark, then run ``others_s``, so they overlap it for sure.
+    """
+
+    def __init__(self, directory: str | os.PathLike[str], leader: int = 1,
+                 leader_s: float = 2.5, others_s: float = 0.2) -> None:
+        self.directory = str(directory)
+        self.leader = leader
+        self.leader_s = leader_s
+        self.others_s = others_s
+
+    def __call__(self, trial: Trial) -> dict[str, float]:
+        mark = Path(self.directory) / "leader"
+        if trial.number == self.leader:
+            mark.touch()
+            time.sleep(self.leader_s)
+        else:
+            end = time.monotonic() + 120
+            while trial.number > self.leader and not mark.exists() and time.monotonic() < end:
+                time.sleep(0.01)
+            time.sleep(self.others_s)
+        return zdt1(float(trial["x"]), float(trial["y"]))
+
+
 class PidThenSleep:
     """Write ``<dir>/<number>.pid`` then sleep; a test kills that process.
 
@@ -149,7 +174,7 @@ def report_env(trial: Trial) -> dict[str, float]:
     trial.set_user_attr("cuda_visible_devices", os.environ.get("CUDA_VISIBLE_DEVICES"))
     trial.set_user_attr("pid", os.getpid())
     with trial.phase("work"):
-        time.sleep(0.2)
+        time.sleep(0.2 + 0.3 * (trial.number % 2))  # unequal, so trials end one at a time
     return zdt1(float(trial["x"]), float(trial["y"]))
 
 

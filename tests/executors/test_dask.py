@@ -67,9 +67,11 @@ def test_embedded_cluster_is_local_and_places_one_trial_per_gpu(gpu_cluster, run
         by_worker.setdefault(r.worker, set()).add(r.device)
     assert len(by_worker) == 2 and all(len(d) == 1 for d in by_worker.values())
     assert all(r.host == socket.gethostname() and "tcp://127.0.0.1:" in r.worker for r in recs)
-    # Asynchronous: after the first two, each proposal came with one trial pending.
+    # Asynchronous: both slots filled one proposal at a time, then new proposals were
+    # made while the other trial still ran (told to the sampler as pending).
     assert [len(c["pending"]) for c in spy.calls[:2]] == [0, 1]
-    assert all(len(c["pending"]) == 1 for c in spy.calls[2:])
+    assert all(c["n"] == 1 for c in spy.calls)
+    assert any(len(c["pending"]) == 1 and c["n_records"] > 0 for c in spy.calls[2:])
     assert len((run_dir / "trials.jsonl").read_text().splitlines()) == 6
 
 

@@ -45,11 +45,12 @@ def test_unpicklable_objective_fails_before_any_trial(run_dir) -> None:
 
 
 @pytest.mark.slow
-def test_async_pool_runs_trials_in_two_processes_and_sees_pending(run_dir) -> None:
+def test_async_pool_runs_trials_in_two_processes_and_sees_pending(run_dir, tmp_path) -> None:
     spy = SpySampler()
     st = study(run_dir, sampler=spy)
-    # Trial 1 runs 2.5 s while trials 0, 2, 3, 4 (0.2 s each) come and go on the other worker.
-    obj = T.Sleepy(0.2, hang_numbers=(1,), hang_s=2.5)
+    # Trial 1 runs 2.5 s while trials 0, 2, 3, 4 (0.2 s each) come and go on the other
+    # worker; 2, 3 and 4 wait for trial 1 to start.
+    obj = T.Leader(tmp_path, leader=1, leader_s=2.5, others_s=0.2)
     with ProcessExecutor(n_workers=2) as ex:
         recs = st.optimize(obj, n_trials=5, executor=ex)
     assert states(recs) == {i: "complete" for i in range(5)}
@@ -60,7 +61,7 @@ def test_async_pool_runs_trials_in_two_processes_and_sees_pending(run_dir) -> No
     later = [c for c in spy.calls if c["n_records"] > 0]
     assert later and all(c["pending"] == [p1] for c in later)
     # Trial 1 overlapped every other trial on this host; the driver wrote the whole log.
-    assert ecopt.executors.overlapping_trials(recs)[1] == [0, 2, 3, 4]
+    assert {2, 3, 4} <= set(ecopt.executors.overlapping_trials(recs)[1])
     lines = (run_dir / "trials.jsonl").read_text().splitlines()
     assert sorted(json.loads(x)["number"] for x in lines) == [0, 1, 2, 3, 4]
 
