@@ -217,7 +217,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                      ("n_params", "tokens_per_joule", "tokens_per_s"))
     finally:
         study.close()
-    rows = sorted([{**r.params, **r.metrics, **r.values} for r in study.records
+    rows: list[dict[str, Any]] = sorted([{**r.params, **r.metrics, **r.values} for r in study.records
                    if r.state.value == "complete"], key=lambda r: r["n_params"])
     _, measured, prov = C.provenance(study)
     if len(rows) < 3:

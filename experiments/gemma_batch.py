@@ -190,7 +190,7 @@ _HEAD = ["trial", "by", "batch", "other params", "state", "tokens/J", "tokens/s"
 
 def _best(records: Sequence[Any]) -> Any | None:
     ok = [r for r in records if _val(r, "tokens_per_joule") is not None]
-    return max(ok, key=lambda r: _val(r, "tokens_per_joule")) if ok else None
+    return max(ok, key=lambda r: _val(r, "tokens_per_joule") or 0.0) if ok else None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -244,7 +244,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                               sampler=sampler, meter=meter,
                               seed=args.seed, name="gemma_batch-optimiser")
             studies["optimiser"] = opt
-            base = {"batch_size": 1}
+            base: dict[str, Any] = {"batch_size": 1}
             if args.search_new_tokens:
                 base["max_new_tokens"] = args.max_new_tokens
             if args.search_dtype:

@@ -193,7 +193,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                      ("joules_per_inference", "n_params", "flops", "latency_ms_per_image"))
     finally:
         study.close()
-    rows = [{**r.params, **r.metrics, **r.values} for r in study.records
+    rows: list[dict[str, Any]] = [{**r.params, **r.metrics, **r.values} for r in study.records
             if r.state.value == "complete"]
     _, measured, prov = C.provenance(study)
     if len(rows) < 3:

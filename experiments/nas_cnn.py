@@ -168,6 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             studies["hand"] = st
             if not st.records:
                 t = st.ask(params={**HAND_TUNED, "epochs": args.epochs})
+                assert isinstance(t, ecopt.Trial)
                 try:
                     st.tell(t, objective(t))
                 except Exception as exc:  # noqa: BLE001 - recorded
@@ -179,7 +180,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for s in studies.values():
             s.close()
 
-    body, facts = _summarise(studies, methods, objectives[0].threshold, data_desc, args)
+    acc_ref = objectives[0].threshold if objectives[0].threshold is not None else 0.5
+    body, facts = _summarise(studies, methods, acc_ref, data_desc, args)
     C.write_summary(out, "nas_cnn: CNN architecture search, accuracy vs inference samples/J",
                     C.command_line(argv, "nas_cnn.py"), C.provenance(studies[methods[0]])[2],
                     body, facts)
@@ -217,7 +219,7 @@ def _summarise(studies: dict[str, Any], methods: list[str], acc_ref: float, data
         rows.append([m, len(studies[m].records), c["n_pareto"], c.get("best_accuracy"),
                      c.get("samples_per_joule_at_matched"), c.get("hypervolume"),
                      facts["search_energy_j"][m]])
-    if hand_pt is not None:
+    if hand_pt is not None and hand is not None:
         rows.append(["hand-tuned", 1, "-", hand_pt[0], "-", "-",
                      sum(r.energy_j for r in hand.records)])
     lines += [C.md_table(head, rows), ""]
