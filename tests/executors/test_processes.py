@@ -143,3 +143,14 @@ def test_keyboard_interrupt_records_trials_in_flight(run_dir) -> None:
         ex.close()
     assert states(st.records) == {0: "failed", 1: "failed"}
     assert all(r.interrupted for r in st.records) and st.running == []
+
+
+def test_importing_executors_does_not_import_dask() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, ecopt, ecopt.executors; "
+            "print(sorted(m for m in ('dask', 'distributed', 'torch') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=120)
+    assert out.stdout.strip() == "[]"
