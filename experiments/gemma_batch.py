@@ -272,7 +272,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                                sampler=ecopt.samplers.GridSampler({"batch_size": grid_vals}),
                                meter=meter, seed=args.seed, name="gemma_batch-grid")
             studies["grid"] = grid
+            h = meter.start()
             C.run_trials(grid, objective, len(grid_vals), "grid", show)
+            grid_whole_j = meter.stop(h).energy_j
+            if args.sampler == "grid":  # the sweep is the search
+                whole_j = grid_whole_j
     finally:
         for s in studies.values():
             s.close()
@@ -375,6 +379,43 @@ def _summarise(studies: dict[str, Any], args: Any, device: str, max_mem: float |
         lines += [C.md_table(["", "value"], rows), ""]
         lines += [f"### Optimiser trials ({args.sampler}; study `{o.path}`)", "",
                   C.md_table(_HEAD, _trial_rows(recs)), ""]
+    elif "grid" in studies:  # --sampler grid: the sweep is the search
+        recs = studies["grid"].records
+        best = _best(recs)
+        base = next((r for r in recs if r.params.get("batch_size") == 1
+                     and _val(r, "tokens_per_joule")), None)
+        search_j = sum(r.energy_j for r in recs)
+        f = {"sampler": "grid", "evaluations": len(recs), "search_energy_j": search_j,
+             "whole_search_energy_j": whole_j}
+        rows = []
+        if best is not None:
+            bm = {**best.metrics, **best.values}
+            f.update(best_batch=best.params["batch_size"],
+                     best_tokens_per_joule=bm["tokens_per_joule"])
+            rows += [["best batch (grid)", str(best.params["batch_size"])],
+                     ["its tokens/J", bm["tokens_per_joule"]],
+                     ["its tokens/s", bm.get("tokens_per_s")],
+                     ["its mean / p95 latency per token (ms)",
+                      f"{C.fmt(bm.get('latency_per_token_ms'))} / "
+                      f"{C.fmt(bm.get('p95_latency_ms'))}"],
+                     ["its peak memory (GB; CPU: process RSS)", bm.get("peak_memory_gb")]]
+            if base is not None:
+                b_tpj = _val(base, "tokens_per_joule")
+                assert b_tpj is not None
+                f.update(baseline_tokens_per_joule=b_tpj,
+                         ratio_to_batch1=bm["tokens_per_joule"] / b_tpj,
+                         payback_tokens=payback_tokens(search_j, 1 / b_tpj,
+                                                       1 / bm["tokens_per_joule"]))
+                rows += [["batch 1 tokens/J", b_tpj],
+                         ["ratio best / batch 1", f"{f['ratio_to_batch1']:.1f}x"],
+                         ["search energy (sum of all grid trials, J)", search_j],
+                         ["payback (tokens at the best batch to recover it)",
+                          f["payback_tokens"]]]
+        rows += [["grid evaluations", len(recs)],
+                 ["infeasible (out of memory) trials",
+                  sum(r.state.value == "infeasible" for r in recs)]]
+        facts["search"] = f
+        lines += ["## Result", "", C.md_table(["", "value"], rows), ""]
     if "grid" in studies:
         g = studies["grid"]
         lines += [f"### Grid trials (study `{g.path}`)", "", C.md_table(_HEAD, _trial_rows(g.records)),

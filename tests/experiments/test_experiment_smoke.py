@@ -64,6 +64,19 @@ def test_gemma_batch_smoke(script, tmp_path):
         assert needle in text, needle
 
 
+def test_gemma_batch_grid_mode(script, tmp_path):
+    out = tmp_path / "gbg"
+    rc = script("gemma_batch").main([
+        *COMMON, "--out", str(out), "--sampler", "grid", "--grid", "1,4", "--hidden", "32",
+        "--vocab", "64", "--layers", "1", "--max-new-tokens", "3", "--prompt-len", "2",
+        "--min-window-s", "0"])
+    assert rc == 0
+    facts = _facts(out)
+    assert "optimiser" not in facts and not (out / "optimiser").exists()
+    assert facts["search"]["evaluations"] == 2 and facts["search"]["ratio_to_batch1"] > 0
+    assert "payback_tokens" in facts["search"] and len(_is_study(out / "grid")) == 2
+
+
 def test_nas_cnn_smoke(script, tmp_path):
     out = tmp_path / "nas"
     rc = script("nas_cnn").main([*COMMON, "--out", str(out), "--trials", "2", "--n-init", "2",
