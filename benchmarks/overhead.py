@@ -38,7 +38,7 @@ if __package__ in (None, ""):  # ``python benchmarks/overhead.py``
 
 import numpy as np
 
-__all__ = ["measure_ecopt", "measure_optuna_gp", "main"]
+__all__ = ["measure", "main"]
 
 #: Targets (seconds, median per suggestion at n <= 100, q = 1) by number of objectives.
 TARGET_S = {2: 0.5, 3: 2.0}
@@ -62,7 +62,10 @@ def _sampler_class(sampler_file: str | None) -> type:
         from ecopt.samplers import QLogNEHVISampler
 
         return QLogNEHVISampler
-    spec = importlib.util.spec_from_file_location("_ecopt_sampler_under_test", sampler_file)
+    name = f"_ecopt_sampler_under_test_{abs(hash(str(sampler_file)))}"
+    if name in sys.modules:
+        return sys.modules[name].QLogNEHVISampler  # type: ignore[no-any-return]
+    spec = importlib.util.spec_from_file_location(name, sampler_file)
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod  # dataclasses look their module up
@@ -75,68 +78,99 @@ def _stats(x: Sequence[float]) -> dict[str, float]:
     return {"median": float(np.median(a)), "p90": float(np.percentile(a, 90))}
 
 
-def measure_ecopt(n: int, M: int, q: int, reps: int, seed: int = 0,
-                  sampler_file: str | None = None, d: int = 6) -> dict[str, Any]:
-    """Time ecopt's qLogNEHVI suggestions at ``n`` observations (see the module docstring)."""
+def measure(n: int, M: int, q: int, reps: int, sampler_files: dict[str, str | None],
+            optuna_gp: bool = True, seed: int = 0, d: int = 6) -> dict[str, dict[str, Any]]:
+    """Time every sampler version (and Optuna GPSampler) on one history, interleaved.
+
+    The history: ``n - 1`` uniform random points and one qLogNEHVI proposal of
+    the current sampler, all told (so the records carry what a warm start
+    reads, as in a running study). Then ``reps + 1`` rounds; in each round
+    every method proposes ``q`` points for the same history (not told), in
+    turn, so a load change on a shared machine hits all methods alike. Round
+    0 is a warm-up and not timed.
+
+    Args:
+        n: Observations in the history.
+        M: Objectives (DTLZ2, d = 6).
+        q: Points per suggestion (Optuna: q = 1 only).
+        reps: Timed rounds.
+        sampler_files: label -> a ``qnehvi.py`` to load the sampler from
+            (``None``: the installed ``ecopt``).
+        optuna_gp: Also time Optuna GPSampler (q = 1 only).
+
+    Returns:
+        label -> ``{"total_s", "cpu_s", "fit_s", "acqf_s", "fit_cpu_s",
+        "acqf_cpu_s"}`` (median and p90 each) and the raw totals.
+    """
     import ecopt
 
     f, ref = _problem(M, d)
     space = ecopt.SearchSpace({f"x{i}": ecopt.Float(0.0, 1.0) for i in range(d)})
     names = [f"f{j + 1}" for j in range(M)]
-    cls = _sampler_class(sampler_file)
-    study = ecopt.Study(space, [ecopt.Objective(nm, "min", r) for nm, r in zip(names, ref)],
-                        sampler=cls(seed=seed, n_init=1), meter="wallclock", seed=seed)
+    objectives = [ecopt.Objective(nm, "min", r) for nm, r in zip(names, ref)]
+    study = ecopt.Study(space, objectives, sampler=_sampler_class(None)(seed=seed, n_init=1),
+                        meter="wallclock", seed=seed)
     rng = np.random.default_rng(seed)
     for _ in range(n - 1):
         x = rng.random(d)
         t = study.ask(params=space.decode(x))
         study.tell(t, dict(zip(names, f(x))))
-    total, cpu, fit, acqf = [], [], [], []
-    for r in range(reps + 1):
-        t0, c0 = time.perf_counter(), time.process_time()
-        trials = study.ask(n=q)
-        dt, dc = time.perf_counter() - t0, time.process_time() - c0
-        if r > 0:
-            total.append(dt)
-            cpu.append(dc)
-            fit.append(study.sampler.last_timing.get("fit_s", float("nan")))
-            acqf.append(study.sampler.last_timing.get("acqf_s", float("nan")))
-        for t in trials:
-            study.tell(t, dict(zip(names, f(space.encode(t.params)))))
-        if any(t.proposed_by != study.sampler.name for t in trials):
-            raise RuntimeError(f"the sampler fell back: {trials[0].proposal}")
+    t = study.ask()
+    study.tell(t, dict(zip(names, f(space.encode(t.params)))))
+    records = study.records
     study.close()
-    return {"total_s": _stats(total), "cpu_s": _stats(cpu), "fit_s": _stats(fit),
-            "acqf_s": _stats(acqf), "raw_total_s": total}
+    samplers = {}
+    for label, path in sampler_files.items():
+        s = _sampler_class(path)(seed=seed, n_init=1)
+        s.bind(objectives, [], seed)
+        samplers[label] = s
+    ostudy = dists = None
+    if optuna_gp and q == 1:
+        import optuna
+        from optuna.distributions import FloatDistribution
 
-
-def measure_optuna_gp(n: int, M: int, reps: int, seed: int = 0, d: int = 6) -> dict[str, Any]:
-    """Time Optuna GPSampler suggestions on the same histories (q = 1)."""
-    import optuna
-    from optuna.distributions import FloatDistribution
-
-    optuna.logging.set_verbosity(optuna.logging.ERROR)
-    f, _ = _problem(M, d)
-    dists = {f"x{i}": FloatDistribution(0.0, 1.0) for i in range(d)}
-    study = optuna.create_study(directions=["minimize"] * M,
-                                sampler=optuna.samplers.GPSampler(seed=seed, n_startup_trials=1))
-    rng = np.random.default_rng(seed)
-    for _ in range(n - 1):
-        x = rng.random(d)
-        study.add_trial(optuna.trial.create_trial(
-            params={k: float(v) for k, v in zip(dists, x)}, distributions=dists, values=f(x)))
-    total, cpu = [], []
+        optuna.logging.set_verbosity(optuna.logging.ERROR)
+        dists = {nm: FloatDistribution(0.0, 1.0) for nm in space.searched_names}
+        ostudy = optuna.create_study(
+            directions=["minimize"] * M,
+            sampler=optuna.samplers.GPSampler(seed=seed, n_startup_trials=1))
+        for r in records:
+            ostudy.add_trial(optuna.trial.create_trial(
+                params={k: float(r.params[k]) for k in dists}, distributions=dists,
+                values=[r.values[nm] for nm in names]))
+    keys = ("total_s", "cpu_s", "fit_s", "acqf_s", "fit_cpu_s", "acqf_cpu_s")
+    raw: dict[str, dict[str, list[float]]] = {
+        k: {m: [] for m in keys} for k in [*samplers, *(["optuna-gp"] if ostudy else [])]}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for r in range(reps + 1):
-            t0, c0 = time.perf_counter(), time.process_time()
-            trial = study.ask(fixed_distributions=dists)
-            dt, dc = time.perf_counter() - t0, time.process_time() - c0
-            if r > 0:
-                total.append(dt)
-                cpu.append(dc)
-            study.tell(trial, f([trial.params[k] for k in dists]))
-    return {"total_s": _stats(total), "cpu_s": _stats(cpu), "raw_total_s": total}
+        for rnd in range(reps + 1):
+            for label, s in samplers.items():
+                t0, c0 = time.perf_counter(), time.process_time()
+                props = s.propose(space, records, [], q)
+                dt, dc = time.perf_counter() - t0, time.process_time() - c0
+                if any(p.proposed_by != s.name for p in props):
+                    raise RuntimeError(f"{label} fell back to {props[0].proposed_by}: "
+                                       f"{props[0].info}")
+                if rnd:
+                    for k, v in (("total_s", dt), ("cpu_s", dc), *s.last_timing.items()):
+                        if k in raw[label]:
+                            raw[label][k].append(v)
+            if ostudy is not None:
+                import optuna
+
+                t0, c0 = time.perf_counter(), time.process_time()
+                trial = ostudy.ask(fixed_distributions=dists)
+                dt, dc = time.perf_counter() - t0, time.process_time() - c0
+                ostudy.tell(trial, state=optuna.trial.TrialState.FAIL)  # not data for GPSampler
+                if rnd:
+                    raw["optuna-gp"]["total_s"].append(dt)
+                    raw["optuna-gp"]["cpu_s"].append(dc)
+    out: dict[str, dict[str, Any]] = {}
+    for label, vals in raw.items():
+        out[label] = {k: _stats(v) for k, v in vals.items() if v}
+        out[label]["raw_total_s"] = vals["total_s"]
+        out[label]["raw_cpu_s"] = vals["cpu_s"]
+    return out
 
 
 def _versions() -> dict[str, str]:
@@ -146,28 +180,35 @@ def _versions() -> dict[str, str]:
 
 
 def report_markdown(rows: Sequence[dict[str, Any]], command: str, meta: dict[str, str]) -> str:
+    """The markdown table of measured rows."""
     lines = [f"Command: `{command}`", "",
              f"Date (UTC): {time.strftime('%Y-%m-%d %H:%M', time.gmtime())}", "",
              "Versions: " + ", ".join(f"{k} {v}" for k, v in meta.items()), "",
-             "Wall-clock seconds per suggestion (median, p90), its GP-fit and acquisition "
-             "parts (median), and the process's CPU seconds per suggestion (median: on a "
-             "machine shared with other jobs this is the steadier number; with one torch "
-             "thread it is what the wall clock reads on an idle machine).", "",
-             "| method | label | M | q | n | median s | p90 s | fit s | acqf s | CPU s | "
-             "peak RSS MiB | torch threads | target (CPU s) |",
+             "Seconds per suggestion: wall clock (median, p90) and this process's CPU time "
+             "(median; its GP-fit and acquisition parts where the sampler reports them). On a "
+             "machine shared with other jobs the CPU time is the steadier number; with one "
+             "torch thread it is what the wall clock reads on an idle machine. `x GP` is "
+             "the CPU time over Optuna GPSampler's on the same history.", "",
+             "| label | M | q | n | wall median s | wall p90 s | CPU s | fit CPU s | "
+             "acqf CPU s | x GP | peak RSS MiB | threads | target (CPU s) |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    gp = {(r["M"], r["q"], r["n"]): r["cpu_s"]["median"] for r in rows
+          if r["method"] == "optuna-gp"}
     for r in rows:
         tgt = TARGET_S.get(r["M"]) if r["q"] == 1 and r["n"] <= 100 else None
-        c = r.get("cpu_s", {}).get("median", float("nan"))
+        c = r["cpu_s"]["median"]
         ok = "-" if tgt is None or r["method"] != "ecopt" else (
-            f"<= {tgt} s: {'HOLDS' if c <= tgt else 'MISSED'}")
-        fit = r.get("fit_s", {}).get("median")
-        acq = r.get("acqf_s", {}).get("median")
+            f"<= {tgt}: {'HOLDS' if c <= tgt else 'MISSED'}")
+        fit = r.get("fit_cpu_s", {}).get("median")
+        acq = r.get("acqf_cpu_s", {}).get("median")
+        g = gp.get((r["M"], 1, r["n"]))
+        ratio = "-" if g is None or r["method"] == "optuna-gp" else f"{c / g:.1f}"
         lines.append(
-            f"| {r['method']} | {r['label']} | {r['M']} | {r['q']} | {r['n']} | "
-            f"{r['total_s']['median']:.3f} | {r['total_s']['p90']:.3f} | "
+            f"| {r['label']} | {r['M']} | {r['q']} | {r['n']} | "
+            f"{r['total_s']['median']:.3f} | {r['total_s']['p90']:.3f} | {c:.3f} | "
             f"{'-' if fit is None else f'{fit:.3f}'} | {'-' if acq is None else f'{acq:.3f}'} | "
-            f"{c:.3f} | {r['peak_rss_mib']:.0f} | {r['torch_threads']} | {ok} |")
+            f"{ratio} | {r['peak_rss_mib']:.0f} | {r['torch_threads']}/"
+            f"{r.get('python_threads', '-')} | {ok} |")
     return "\n".join(lines) + "\n"
 
 
@@ -181,13 +222,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--M", default="2,3,4", help="numbers of objectives")
     ap.add_argument("--q", default="1,4", help="batch sizes")
     ap.add_argument("--reps", type=int, default=5, help="timed suggestions per configuration")
-    ap.add_argument("--methods", default="ecopt,optuna-gp")
+    ap.add_argument("--no-optuna", action="store_true", help="skip Optuna GPSampler")
     ap.add_argument("--quick", action="store_true", help="n=25,50; M=2; q=1; 2 reps")
     ap.add_argument("--threads", type=int, default=None,
                     help="torch threads (default: torch's own choice)")
-    ap.add_argument("--sampler-file", default=None,
-                    help="a qnehvi.py to load QLogNEHVISampler from (before/after comparisons)")
-    ap.add_argument("--label", default="current", help="label of this sampler version")
+    ap.add_argument("--compare", action="append", metavar="LABEL=PATH",
+                    help="also time the QLogNEHVISampler of another qnehvi.py, interleaved "
+                         "on the same histories (before/after comparisons); repeatable")
+    ap.add_argument("--label", default="ecopt", help="label of the installed ecopt's sampler")
     ap.add_argument("--out", default="benchmarks/results/overhead", help="output directory")
     args = ap.parse_args(argv)
     logging.getLogger("ecopt").setLevel(logging.ERROR)
@@ -198,37 +240,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     ns, Ms, qs, reps = _ints(args.n), _ints(args.M), _ints(args.q), args.reps
     if args.quick:
         ns, Ms, qs, reps = [25, 50], [2], [1], 2
-    methods = [m.strip() for m in args.methods.split(",")]
+    files: dict[str, str | None] = {args.label: None}
+    for spec in args.compare or []:
+        label, _, path = spec.partition("=")
+        if not path:
+            raise SystemExit(f"--compare takes LABEL=PATH, got {spec!r}")
+        files[label] = path
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
     for M in Ms:
         for q in qs:
             for n in ns:
-                for m in methods:
-                    if m == "optuna-gp" and q != 1:
-                        continue
-                    if m == "ecopt":
-                        res = measure_ecopt(n, M, q, reps, sampler_file=args.sampler_file)
-                    elif m == "optuna-gp":
-                        res = measure_optuna_gp(n, M, reps)
-                    else:
-                        raise SystemExit(f"unknown method {m!r}")
-                    row = {"method": m, "label": args.label if m == "ecopt" else "-",
-                           "M": M, "q": q, "n": n, **res,
+                res = measure(n, M, q, reps, files, optuna_gp=not args.no_optuna)
+                for label, r in res.items():
+                    row = {"method": "optuna-gp" if label == "optuna-gp" else "ecopt",
+                           "label": label, "M": M, "q": q, "n": n, **r,
                            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
                            / 1024, "torch_threads": torch.get_num_threads(),
                            "python_threads": threading.active_count()}
                     rows.append(row)
-                    with (out / f"rows-{args.label}.jsonl").open("a") as fh:
+                    with (out / "rows.jsonl").open("a") as fh:
                         fh.write(json.dumps(row) + "\n")
-                    print(f"{m:10s} {args.label:8s} M={M} q={q} n={n:3d}: median "
-                          f"{res['total_s']['median']:.3f} s  p90 {res['total_s']['p90']:.3f} s"
-                          f"  CPU {res['cpu_s']['median']:.3f} s",
+                    print(f"{label:10s} M={M} q={q} n={n:3d}: median {r['total_s']['median']:.3f} s"
+                          f"  p90 {r['total_s']['p90']:.3f} s  CPU {r['cpu_s']['median']:.3f} s",
                           flush=True)
     cmd = "python -m benchmarks.overhead " + " ".join(sys.argv[1:] if argv is None else argv)
     md = report_markdown(rows, cmd, _versions())
-    (out / f"report-{args.label}.md").write_text(md)
+    (out / "report.md").write_text(md)
     print(md)
     return 0
 

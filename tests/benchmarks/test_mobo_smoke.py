@@ -1,0 +1,96 @@
+"""Smoke tests of the benchmark scripts: output shape and sanity, never timings."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from benchmarks import mobo, overhead
+from benchmarks.problems import NOISE_FRACTION, make_problem
+
+from zeus_example import ZEUS_EXAMPLE  # tests/benchmarks/zeus_example.py
+
+_write_trace = ZEUS_EXAMPLE.write
+
+
+def test_problems_have_published_reference_points_and_seeded_noise() -> None:
+    bc = make_problem("branincurrin")
+    assert bc.dim == 2 and bc.n_obj == 2 and bc.n_init == 6
+    np.testing.assert_allclose(bc.ref_point, [18.0, 6.0])
+    assert bc.max_hv == pytest.approx(59.36011874867746)
+    vs = make_problem("vehiclesafety-noisy")
+    assert vs.n_obj == 3 and vs.budget == 60 and vs.max_hv == pytest.approx(246.81607081187002)
+    noisy = make_problem("dtlz2-noisy")
+    p = {f"x{i}": 0.3 for i in range(6)}
+    y1 = noisy.observe_fn(p, np.random.default_rng(1))
+    assert np.array_equal(y1, noisy.observe_fn(p, np.random.default_rng(1)))
+    assert not np.allclose(y1, noisy.true_fn(p))
+    assert noisy.noise_sd == pytest.approx(NOISE_FRACTION["dtlz2"] * np.ones(2) * 1.9, rel=0.2)
+    assert make_problem("dtlz2").observe_fn(p, np.random.default_rng(1)) == pytest.approx(
+        noisy.true_fn(p))
+    with pytest.raises(ValueError, match="unknown problem"):
+        make_problem("dtlz7")
+
+
+@pytest.mark.slow
+def test_quick_mode_writes_sane_tables_and_resumes(tmp_path: Path) -> None:
+    zeus_dir = _write_trace(tmp_path / "zeus")
+    out = tmp_path / "out"
+    methods = "ecopt-qlognehvi,ecopt-sobol,optuna-tpe,optuna-nsga2-small"
+    argv = ["--quick", "--problems", "branincurrin,zeus", "--methods", methods, "--seeds", "2",
+            "--budget", "7", "--zeus-dir", str(zeus_dir), "--out", str(out)]
+    assert mobo.main(argv) == 0
+    runs = [json.loads(line) for line in (out / "runs-main.jsonl").read_text().splitlines()]
+    assert len(runs) == 2 * 4 * 2
+    for r in runs:
+        hv = np.asarray(r["hv"])
+        assert hv.shape == (7,) and np.all(np.diff(hv) >= -1e-12)
+        assert np.all(hv >= 0) and np.all(hv <= r["max_hv"] * (1 + 1e-9))
+        assert np.all(np.isfinite(r["log_gap"]))
+        assert len(r["params"]) == 7
+    qn = [r for r in runs if r["method"] == "ecopt-qlognehvi"]
+    assert all(len(r["ask_s"]) == 1 for r in qn)  # 6 Sobol points, then a model proposal
+    # Same seed: ecopt's and Optuna TPE's initial designs are the same Sobol points.
+    a = next(r for r in runs if r["method"] == "ecopt-qlognehvi" and r["problem"] == "zeus")
+    b = next(r for r in runs if r["method"] == "optuna-tpe" and r["problem"] == "zeus"
+             and r["seed"] == a["seed"])
+    assert a["params"][:6] == b["params"][:6]
+    md = (out / "report.md").read_text()
+    for prob in ("branincurrin", "zeus"):
+        section = md.split(f"### {prob}")[1].split("###")[0]
+        rows = [ln for ln in section.splitlines() if ln.startswith("| ")]
+        assert rows[0].startswith("| method | seeds | n=6 | n=7 | final HV | p |")
+        assert [ln.split(" | ")[0][2:] for ln in rows[1:]] == [
+            m for m in mobo.METHODS if m in methods.split(",")]
+    summary = json.loads((out / "summary.json").read_text())
+    for s in summary.values():
+        for m, row in s["rows"].items():
+            p = row["p_ecopt_better"]
+            assert (p is None) == (m == "ecopt-qlognehvi") and (p is None or 0 <= p <= 1)
+    assert "### Targets" in md and (out / "zeus.png").is_file()
+    # A second call finds every run done and only rebuilds the report.
+    assert mobo.main(argv) == 0
+    assert len((out / "runs-main.jsonl").read_text().splitlines()) == len(runs)
+
+
+@pytest.mark.slow
+def test_overhead_times_every_method_on_one_history() -> None:
+    import ecopt.samplers.qnehvi as qn
+
+    res = overhead.measure(n=8, M=2, q=1, reps=1, d=3,
+                           sampler_files={"ecopt": None, "copy": qn.__file__})
+    assert set(res) == {"ecopt", "copy", "optuna-gp"}
+    for label, r in res.items():
+        assert len(r["raw_total_s"]) == 1 and r["total_s"]["median"] > 0
+        assert r["cpu_s"]["median"] > 0
+    assert res["ecopt"]["fit_cpu_s"]["median"] > 0 and "fit_cpu_s" not in res["optuna-gp"]
+    rows = [{"method": "optuna-gp" if k == "optuna-gp" else "ecopt", "label": k, "M": 2, "q": 1,
+             "n": 8, **r, "peak_rss_mib": 100.0, "torch_threads": 1} for k, r in res.items()]
+    table = [ln for ln in overhead.report_markdown(rows, "cmd", {"a": "1"}).splitlines()
+             if ln.startswith("| ")]
+    assert len(table) == 5  # header, rule, three rows
+    assert all(("HOLDS" in ln or "MISSED" in ln) for ln in table[2:4])
+    assert table[4].split(" | ")[0] == "| optuna-gp"
