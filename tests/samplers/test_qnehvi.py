@@ -132,3 +132,18 @@ def test_bad_settings():
     with pytest.raises(ValueError, match="n_init >= 1"):
         QLogNEHVISampler(n_init=0)
     assert np.isfinite(QLogNEHVISampler().mc_samples)
+
+
+def test_ordered_categorical_and_step_ints_use_the_model_not_a_fallback():
+    space = ecopt.SearchSpace({"x": ecopt.Float(0, 1),
+                               "dtype": ecopt.Categorical([16, 32, 64], ordered=True),
+                               "kernel": ecopt.Int(1, 7, step=2)})
+
+    def f(t):
+        return {"f1": t["x"] + t["dtype"] / 64, "f2": (1 - t["x"]) ** 2 + t["kernel"] / 7}
+
+    s = ecopt.Study(space, OBJS, sampler=QLogNEHVISampler(n_init=4, **FAST), meter="wallclock")
+    s.optimize(f, n_trials=6)
+    bo = s.records[4:]
+    assert [r.proposed_by for r in bo] == ["qlognehvi", "qlognehvi"], [r.proposal for r in bo]
+    assert all(space.validate(r.params) == r.params for r in bo)
