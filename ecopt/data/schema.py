@@ -169,6 +169,10 @@ def build_tensor_table(arrays: Mapping[str, Any], schema: TableSchema, feature_n
                        stats: dict[str, Any]) -> TensorTable:
     """Wrap backend numpy arrays as tensors without copying where dtypes allow.
 
+    Read-only arrays (views of polars' Arrow buffers) are shared, not copied:
+    do not modify such tensors in place (``t.target.sub_(...)``); use
+    out-of-place operations or ``.clone()`` first.
+
     Args:
         arrays: ``features`` (n x d float), ``codes`` (n x k int), ``target``
             (n) and each pass-through column.
@@ -183,9 +187,16 @@ def build_tensor_table(arrays: Mapping[str, Any], schema: TableSchema, feature_n
         want = np.float32 if dtype is torch.float32 else np.int64
         if a.dtype != want:
             a = a.astype(want)
-        if not a.flags.writeable:  # Arrow buffers are read-only; torch wants writeable memory
-            a = a.copy()
-        return torch.from_numpy(np.ascontiguousarray(a))
+        if not a.flags.writeable:
+            # A read-only view of an Arrow buffer (polars): share it rather than copy.
+            # torch warns that it cannot mark the tensor read-only; the pipeline never
+            # writes into these tensors in place.
+            import warnings
+
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=".*not writable.*")
+                return torch.from_numpy(a)
+        return torch.from_numpy(a)
 
     n = len(arrays["target"])
     feats = arrays.get("features")

@@ -99,17 +99,23 @@ def test_dask_partitions_give_the_same_tensors(insurance_missing):
     _assert_same({"pandas": one, "dask": many})
 
 
-def test_polars_target_leaves_without_copy(insurance_missing):
-    # The regression target is one float column without nulls: a view of polars' buffer.
+def test_polars_target_reaches_torch_without_copy(insurance_missing):
+    # The regression target is one float32 column without nulls: polars hands out a
+    # read-only view of its Arrow buffer, and the tensor shares that memory.
+    from ecopt.data.backends.base import feature_names
     from ecopt.data.backends.polars_backend import PolarsBackend
+    from ecopt.data.schema import build_tensor_table
 
     b = PolarsBackend()
     stats: dict = {}
     frame = b.normalise(b.encode(b.impute(b.read(insurance_missing, INSURANCE), INSURANCE, stats),
                                  INSURANCE, stats), INSURANCE, stats)
     arrays = b.to_arrays(frame, INSURANCE, stats)
-    assert arrays["target"].dtype == np.float64
-    assert not arrays["target"].flags.owndata  # borrowed from Arrow, not copied
+    target = arrays["target"]
+    assert target.dtype == np.float32 and not target.flags.owndata
+    table = build_tensor_table(arrays, INSURANCE, feature_names(INSURANCE, stats["categories"]),
+                               stats)
+    assert table.target.data_ptr() == target.ctypes.data
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -118,12 +118,15 @@ class PolarsBackend(Backend):
 
         feats = [*schema.numeric, *(f"{c}={v}" for c in schema.onehot
                                     for v in stats["categories"][c])]
-        df = frame.with_columns([pl.col(c).cast(pl.Float32) for c in feats]).collect()
+        tdtype = pl.Float32 if schema.task == "regression" else pl.Int64
+        df = frame.with_columns([pl.col(c).cast(pl.Float32) for c in feats]
+                                + [pl.col(schema.target).cast(tdtype)]).collect()
         out: dict[str, np.ndarray] = {
             "features": df.select(feats).to_numpy() if feats else np.zeros((df.height, 0), np.float32),
             "codes": (df.select(list(schema.ordinal)).to_numpy() if schema.ordinal
                       else np.zeros((df.height, 0), np.int64)),
-            # One column, no nulls: a zero-copy view of the Arrow buffer.
+            # One column, no nulls, already torch's dtype: a zero-copy view of the
+            # Arrow buffer, which build_tensor_table shares with the tensor.
             "target": df.get_column(schema.target).to_numpy(),
         }
         for c in schema.passthrough:
