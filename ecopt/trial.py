@@ -21,7 +21,7 @@ from typing import Any
 
 from ecopt._types import Params
 from ecopt.errors import EcoptError, Infeasible
-from ecopt.meters.base import ComponentEnergy, Measurement, Meter
+from ecopt.meters.base import ComponentEnergy, Measurement, Meter, sync_cuda_if_used
 
 __all__ = [
     "TrialState",
@@ -313,7 +313,7 @@ class Trial:
             yield self
         finally:
             self._open_phase = None
-            _sync_cuda_if_used()
+            sync_cuda_if_used()
             m = self.meter.stop(handle)
             old = self.phases.get(name)
             if old is None:
@@ -376,20 +376,6 @@ class Trial:
     def set_user_attr(self, key: str, value: Any) -> None:
         """Attach a JSON-able annotation to the trial."""
         self.user_attrs[key] = value
-
-
-def _sync_cuda_if_used() -> None:
-    """Wait for queued CUDA work so a GPU window covers it (no-op without CUDA)."""
-    import sys
-
-    torch = sys.modules.get("torch")
-    if torch is None:
-        return
-    try:
-        if torch.cuda.is_available() and torch.cuda.is_initialized():
-            torch.cuda.synchronize()
-    except Exception:  # pragma: no cover - best effort on odd builds
-        pass
 
 
 def is_out_of_memory(exc: BaseException) -> bool:

@@ -20,7 +20,14 @@ from typing import Any
 
 from ecopt.errors import MeterError
 
-__all__ = ["ComponentEnergy", "Measurement", "Meter", "WindowHandle", "WallClockMeter"]
+__all__ = [
+    "ComponentEnergy",
+    "Measurement",
+    "Meter",
+    "WindowHandle",
+    "WallClockMeter",
+    "sync_cuda_if_used",
+]
 
 
 @dataclass(frozen=True)
@@ -228,3 +235,21 @@ class WallClockMeter(Meter):
 
     def _stop(self, state: Any, duration_s: float) -> dict[str, ComponentEnergy]:
         return {}
+
+
+def sync_cuda_if_used() -> None:
+    """Wait for queued CUDA work so a GPU window covers it (no-op without torch/CUDA).
+
+    Only looks at torch if something already imported it: a meter must not pull
+    torch into a process that does not use it.
+    """
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return
+    try:
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            torch.cuda.synchronize()
+    except Exception:  # pragma: no cover - best effort on odd builds
+        pass

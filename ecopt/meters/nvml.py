@@ -32,9 +32,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ecopt.errors import MeterError, MeterUnavailableError
-from ecopt.meters.base import ComponentEnergy, Meter
+from ecopt.meters.base import ComponentEnergy, Meter, sync_cuda_if_used
 
-__all__ = ["NVMLMeter", "visible_gpu_selectors", "sync_cuda_if_used"]
+__all__ = ["NVMLMeter", "visible_gpu_selectors"]
 
 _INSTALL_HINT = "pip install 'ecopt[gpu]' (nvidia-ml-py)"
 #: NVML energy counters are unsigned 64-bit millijoules.
@@ -49,20 +49,6 @@ def _pynvml() -> Any:
         raise MeterUnavailableError(
             f"the NVML meter needs nvidia-ml-py, which is not installed ({exc}); {_INSTALL_HINT}, "
             "or use meter='estimate'") from None
-
-
-def sync_cuda_if_used() -> None:
-    """Wait for queued CUDA work so a GPU window covers it (no-op without torch/CUDA)."""
-    import sys
-
-    torch = sys.modules.get("torch")
-    if torch is None:
-        return
-    try:
-        if torch.cuda.is_available() and torch.cuda.is_initialized():
-            torch.cuda.synchronize()
-    except Exception:  # pragma: no cover - best effort on odd builds
-        pass
 
 
 def visible_gpu_selectors(env: str | None = None) -> list[str] | None:

@@ -25,7 +25,7 @@ import numpy as np
 
 from ecopt.trial import Trial
 
-__all__ = ["ClassifierObjective", "build_mlp", "load_digits_split", "train_classifier", "evaluate",
+__all__ = ["ClassifierObjective", "CachedDataObjective", "build_mlp", "load_digits_split", "train_classifier", "evaluate",
            "count_parameters"]
 
 
@@ -121,8 +121,28 @@ def evaluate(model: Any, X: np.ndarray, y: np.ndarray, batch_size: int = 256,
     return correct / len(Xt)
 
 
+class CachedDataObjective:
+    """Mixin for objective dataclasses that load their data once and stay picklable.
+
+    The data cache (``_data``) is dropped when pickled, so an executor ships the
+    settings, not the arrays; each worker loads the data on its first trial.
+    """
+
+    inference_passes: int
+
+    def __post_init__(self) -> None:
+        if self.inference_passes < 1:
+            raise ValueError(f"inference_passes >= 1 must hold, got {self.inference_passes}")
+        self._data: tuple[np.ndarray, ...] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_data"] = None
+        return state
+
+
 @dataclass
-class ClassifierObjective:
+class ClassifierObjective(CachedDataObjective):
     """Train + evaluate an MLP on digits; returns accuracy and inference samples/J.
 
     Picklable (a plain dataclass), so process and Dask executors can ship it.
@@ -143,16 +163,6 @@ class ClassifierObjective:
     inference_batch_size: int = 256
     inference_passes: int = 20
     seed: int = 0
-
-    def __post_init__(self) -> None:
-        if self.inference_passes < 1:
-            raise ValueError(f"inference_passes >= 1 must hold, got {self.inference_passes}")
-        self._data: tuple[np.ndarray, ...] | None = None
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        state["_data"] = None
-        return state
 
     def _p(self, trial: Trial, name: str) -> Any:
         return trial.params.get(name, getattr(self, name))

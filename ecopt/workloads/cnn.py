@@ -33,7 +33,12 @@ from typing import Any
 import numpy as np
 
 from ecopt.trial import Trial
-from ecopt.workloads.classifier import count_parameters, evaluate, train_classifier
+from ecopt.workloads.classifier import (
+    CachedDataObjective,
+    count_parameters,
+    evaluate,
+    train_classifier,
+)
 
 __all__ = ["POOLINGS", "build_cnn", "conv_output_size", "count_flops", "load_digits_images",
            "load_cifar10", "CNNObjective", "count_parameters"]
@@ -190,7 +195,7 @@ def load_cifar10(directory: str | Path, n_train: int | None = None, n_test: int 
 
 
 @dataclass
-class CNNObjective:
+class CNNObjective(CachedDataObjective):
     """Train + evaluate a CNN; returns ``accuracy`` and inference ``samples_per_joule``.
 
     Reads ``channels``, ``depth``, ``kernel_size``, ``stride``, ``pooling``,
@@ -220,16 +225,6 @@ class CNNObjective:
     inference_batch_size: int = 256
     inference_passes: int = 20
     seed: int = 0
-
-    def __post_init__(self) -> None:
-        if self.inference_passes < 1:
-            raise ValueError(f"inference_passes >= 1 must hold, got {self.inference_passes}")
-        self._data: tuple[np.ndarray, ...] | None = None
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        state["_data"] = None
-        return state
 
     def data(self) -> tuple[np.ndarray, ...]:
         """``(X_train, y_train, X_test, y_test)``, loaded on first use."""
