@@ -21,6 +21,7 @@ torch's intra-op threads and the Python threads alive.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import json
 import logging
@@ -85,9 +86,11 @@ def measure(n: int, M: int, q: int, reps: int, sampler_files: dict[str, str | No
     The history: ``n - 1`` uniform random points and one qLogNEHVI proposal of
     the current sampler, all told (so the records carry what a warm start
     reads, as in a running study). Then ``reps + 1`` rounds; in each round
-    every method proposes ``q`` points for the same history (not told), in
-    turn, so a load change on a shared machine hits all methods alike. Round
-    0 is a warm-up and not timed.
+    every method proposes ``q`` points for the same history, in turn (so a
+    load change on a shared machine hits all methods alike), and the first
+    method's proposals are told: the history grows by ``q`` per round, as in
+    a running study (fit cost varies a lot from one history to the next, so
+    one history would mislead). Round 0 is a warm-up and not timed.
 
     Args:
         n: Observations in the history.
@@ -117,16 +120,17 @@ def measure(n: int, M: int, q: int, reps: int, sampler_files: dict[str, str | No
         study.tell(t, dict(zip(names, f(x))))
     t = study.ask()
     study.tell(t, dict(zip(names, f(space.encode(t.params)))))
-    records = study.records
+    records = list(study.records)
     study.close()
     samplers = {}
     for label, path in sampler_files.items():
         s = _sampler_class(path)(seed=seed, n_init=1)
         s.bind(objectives, [], seed)
         samplers[label] = s
+    import optuna
+
     ostudy = dists = None
     if optuna_gp and q == 1:
-        import optuna
         from optuna.distributions import FloatDistribution
 
         optuna.logging.set_verbosity(optuna.logging.ERROR)
@@ -144,9 +148,11 @@ def measure(n: int, M: int, q: int, reps: int, sampler_files: dict[str, str | No
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for rnd in range(reps + 1):
+            first = None
             for label, s in samplers.items():
                 t0, c0 = time.perf_counter(), time.process_time()
                 props = s.propose(space, records, [], q)
+                first = props if first is None else first
                 dt, dc = time.perf_counter() - t0, time.process_time() - c0
                 if any(p.proposed_by != s.name for p in props):
                     raise RuntimeError(f"{label} fell back to {props[0].proposed_by}: "
@@ -156,8 +162,6 @@ def measure(n: int, M: int, q: int, reps: int, sampler_files: dict[str, str | No
                         if k in raw[label]:
                             raw[label][k].append(v)
             if ostudy is not None:
-                import optuna
-
                 t0, c0 = time.perf_counter(), time.process_time()
                 trial = ostudy.ask(fixed_distributions=dists)
                 dt, dc = time.perf_counter() - t0, time.process_time() - c0
@@ -165,6 +169,18 @@ def measure(n: int, M: int, q: int, reps: int, sampler_files: dict[str, str | No
                 if rnd:
                     raw["optuna-gp"]["total_s"].append(dt)
                     raw["optuna-gp"]["cpu_s"].append(dc)
+            # Grow the history with the first method's proposals (for every method).
+            grow = ecopt.Study(space, objectives, sampler="random", meter="wallclock", seed=seed)
+            for p in first or []:
+                y = f(space.encode(p.params))
+                rec = grow.tell(grow.ask(params=p.params), dict(zip(names, y)))
+                records.append(dataclasses.replace(rec, number=len(records),
+                                                   proposed_by=p.proposed_by,
+                                                   proposal=dict(p.info)))
+                if ostudy is not None:
+                    ostudy.add_trial(optuna.trial.create_trial(
+                        params={k: float(p.params[k]) for k in dists}, distributions=dists,
+                        values=list(y)))
     out: dict[str, dict[str, Any]] = {}
     for label, vals in raw.items():
         out[label] = {k: _stats(v) for k, v in vals.items() if v}
