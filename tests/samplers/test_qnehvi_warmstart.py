@@ -95,6 +95,9 @@ def test_warm_start_is_recorded_and_a_resumed_study_proposes_the_same(tmp_path):
 def test_bad_warm_start_settings():
     with pytest.raises(ValueError, match="cold_refit_every >= 0"):
         QLogNEHVISampler(cold_refit_every=-1)
+    with pytest.raises(ValueError, match="0 < warm_ftol < 1"):
+        QLogNEHVISampler(warm_ftol=0.0)
+    assert QLogNEHVISampler().describe()["warm_ftol"] == 1e-6
 
 
 def test_discrete_axes_are_optimised_in_their_own_range():
