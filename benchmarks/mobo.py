@@ -51,6 +51,7 @@ REFERENCE_METHOD = "ecopt-qlognehvi"
 METHODS: dict[str, str] = {
     "ecopt-qlognehvi": "ecopt qLogNEHVI, q=1 (default sampler settings)",
     "ecopt-qlognehvi-q4": "ecopt qLogNEHVI, batches of q=4",
+    "ecopt-qlognehvi-lite": "ecopt qLogNEHVI, q=1, 5 restarts, 256 raw samples, 64 MC samples",
     "ecopt-sobol": "ecopt scrambled Sobol",
     "ecopt-random": "ecopt uniform random",
     "botorch-plain": "plain BoTorch qLogNEHVI loop (cold fits, 10 restarts, 512 raw, 128 MC)",
@@ -74,7 +75,10 @@ def _run_ecopt(problem: Problem, method: str, seed: int, budget: int
 
     q = 4 if method.endswith("-q4") else 1
     sampler: ecopt.samplers.Sampler
-    if method.startswith("ecopt-qlognehvi"):
+    if method == "ecopt-qlognehvi-lite":
+        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, num_restarts=5,
+                                   raw_samples=256, mc_samples=64)
+    elif method.startswith("ecopt-qlognehvi"):
         sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init)
     elif method == "ecopt-sobol":
         sampler = SobolSampler(seed=seed)
