@@ -90,7 +90,7 @@ def test_overhead_times_every_method_on_one_history() -> None:
     rows = [{"method": "optuna-gp" if k == "optuna-gp" else "ecopt", "label": k, "M": 2, "q": 1,
              "n": 8, **r, "peak_rss_mib": 100.0, "torch_threads": 1} for k, r in res.items()]
     table = [ln for ln in overhead.report_markdown(rows, "cmd", {"a": "1"}).splitlines()
-             if ln.startswith("| ")]
+             if ln.startswith("|")]
     assert len(table) == 5  # header, rule, three rows
     assert all(("HOLDS" in ln or "MISSED" in ln) for ln in table[2:4])
     assert table[4].split(" | ")[0] == "| optuna-gp"
