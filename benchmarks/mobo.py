@@ -490,8 +490,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         done = {(r["problem"], r["method"], r["seed"], r["budget"]) for r in _load_runs(out)}
         runs_file = out / f"runs-{args.tag}.jsonl"
         for name in problems:
-            problem = make_problem(name.strip(), zeus_dir=args.zeus_dir,
-                                   zeus_options={"gpu": args.zeus_gpu} if args.zeus_gpu else None)
+            try:
+                problem = make_problem(name.strip(), zeus_dir=args.zeus_dir,
+                                       zeus_options={"gpu": args.zeus_gpu} if args.zeus_gpu
+                                       else None)
+            except FileNotFoundError as exc:
+                if args.problems:  # asked for by name: an error
+                    raise SystemExit(str(exc)) from None
+                print(f"skipping {name}: {exc}", flush=True)
+                continue
             budget = args.budget or (30 if args.quick else problem.budget)
             for seed in range(args.seed_offset, args.seed_offset + seeds):
                 for m in methods:
