@@ -121,6 +121,9 @@ class ZeusTrace:
             ValueError: for a malformed file, an unknown workload or a target no run reached.
         """
         trace_dir = Path(trace_dir)
+        if power_file is None and not trace_dir.is_dir():
+            raise FileNotFoundError(f"Zeus trace directory {str(trace_dir)!r} does not exist; "
+                                    "pass the directory with the traces (--zeus-dir)")
         if power_file is None:
             files = power_files(trace_dir)
             if gpu is not None:
