@@ -20,7 +20,7 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
@@ -307,6 +307,12 @@ class Study:
         if self.readonly:
             raise EcoptError("this study was opened read-only with load_study(); open it with "
                              "ecopt.Study(..., storage=dir) to add trials")
+
+    @overload
+    def ask(self, n: None = None, params: Mapping[str, Any] | None = None) -> Trial: ...
+
+    @overload
+    def ask(self, n: int, params: Mapping[str, Any] | None = None) -> list[Trial]: ...
 
     def ask(self, n: int | None = None, params: Mapping[str, Any] | None = None
             ) -> Trial | list[Trial]:

@@ -427,7 +427,7 @@ class QLogNEHVISampler(Sampler):
             bounds[1, i] = float(k - 1)
         for i, vals in enc.discrete.items():  # the mixed optimiser needs the exact range
             bounds[0, i], bounds[1, i] = min(vals), max(vals)
-        opts = {"maxiter": self.maxiter}
+        opts: dict[str, bool | float | int | str] = {"maxiter": self.maxiter}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             if enc.cat or enc.discrete:
