@@ -9,7 +9,7 @@ Pipeline per proposal round (BoTorch's model -> acquisition -> optimiser):
    (a categorical kernel, not a continuous axis); integer and ordered columns
    are discrete dimensions for the mixed optimiser.
 3. Model: one multi-output GP (independent outputs, ``Standardize``), with
-   observed noise when every trial reported one. When some trials ran out of
+   observed noise for each metric whose every trial reported one. When some trials ran out of
    memory (``infeasible``), a second GP on a +1/-1 feasibility label over all
    complete and infeasible trials becomes an outcome constraint, so the search
    learns the boundary instead of scoring it "zero efficiency".
@@ -258,10 +258,15 @@ class QLogNEHVISampler(Sampler):
         if U.shape[0] < 2:
             raise ValueError("fewer than 2 complete trials with every metric")
         names = [o.name for o in objs] + [c.name for c in cons]
-        Yvar = None
+        # Observed noise per metric: a column gets fixed noise when every kept trial
+        # reported that metric's sd (e.g. repeats of an inference phase); other
+        # columns (NaN here) keep an inferred noise level.
         kept = [r for r, k in zip(complete, keep) if k]
-        if all(all(m in r.noise for m in names) for r in kept):
-            Yvar = np.array([[r.noise[m] ** 2 for m in names] for r in kept])
+        noisy = [m for m in names if all(m in r.noise for r in kept)]
+        Yvar = None
+        if noisy:
+            Yvar = np.array([[r.noise[m] ** 2 if m in noisy else np.nan for m in names]
+                             for r in kept])
 
         # Reference point (maximisation form): thresholds, else inferred.
         thr = [None if o.threshold is None else o.sign * o.threshold for o in objs]
@@ -325,6 +330,7 @@ class QLogNEHVISampler(Sampler):
                 "ref_point_inferred": [t is None for t in thr],
                 "n_observations": int(X.shape[0]), "n_infeasible": len(infeasible),
                 "fit_s": round(t_fit, 4), "acqf_s": round(t_opt, 4),
+                "observed_noise": noisy,
                 "gp_state": {"kind": kind, "dim": int(space.dim), "params": gp_state}}
         return [Proposal(space.decode(u), self.name, dict(info)) for u in Uc]
 
@@ -352,7 +358,7 @@ class QLogNEHVISampler(Sampler):
 
         def build(j: int) -> Any:
             y = Y[:, j:j + 1]
-            yv = None if Yvar is None else Yvar[:, j:j + 1]
+            yv = None if Yvar is None or bool(torch.isnan(Yvar[:, j]).any()) else Yvar[:, j:j + 1]
             if enc.cat:
                 return MixedSingleTaskGP(X, y, cat_dims=sorted(enc.cat), train_Yvar=yv,
                                          outcome_transform=Standardize(m=1))
@@ -389,7 +395,7 @@ class QLogNEHVISampler(Sampler):
                 states[names[j]] = _param_state(model)
         if len(models) == 1:
             return models[0], states
-        if not enc.cat:
+        if not enc.cat and (Yvar is None or not bool(torch.isnan(Yvar).any())):
             stacked = _stack(models, X, Y, Yvar)
             if stacked is not None:
                 return stacked, states

@@ -147,3 +147,18 @@ def test_ordered_categorical_and_step_ints_use_the_model_not_a_fallback():
     bo = s.records[4:]
     assert [r.proposed_by for r in bo] == ["qlognehvi", "qlognehvi"], [r.proposal for r in bo]
     assert all(space.validate(r.params) == r.params for r in bo)
+
+
+def test_observed_noise_is_used_per_metric():
+    space = ecopt.SearchSpace({"x": ecopt.Float(0, 1), "y": ecopt.Float(0, 1)})
+
+    def f(t):
+        # Only f2 comes from repeated measurements with a known spread.
+        t.set_noise("f2", 0.01)
+        return {"f1": t["x"], "f2": (1 - t["x"]) ** 2 + t["y"]}
+
+    s = ecopt.Study(space, OBJS, sampler=QLogNEHVISampler(n_init=4, **FAST), meter="wallclock")
+    s.optimize(f, n_trials=6)
+    bo = [r for r in s.records if r.proposed_by == "qlognehvi"]
+    assert len(bo) == 2 and all(r.proposal["observed_noise"] == ["f2"] for r in bo)
+    assert all(r.noise == {"f2": 0.01} for r in s.records)
