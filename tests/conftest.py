@@ -19,6 +19,17 @@ def _torch_threads() -> None:
     torch.set_num_threads(1)
 
 
+@pytest.fixture(autouse=True)
+def _restore_ecopt_log_level():
+    """Scripts run in-process (benchmarks, experiments) quieten the "ecopt" logger; undo it."""
+    import logging
+
+    logger = logging.getLogger("ecopt")
+    level = logger.level
+    yield
+    logger.setLevel(level)
+
+
 @pytest.fixture
 def run_dir(tmp_path):
     """A fresh study directory path (not created)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 
 import numpy as np
@@ -65,6 +66,7 @@ def test_optimize_argument_checks():
 
 
 def test_failures_are_recorded_and_the_study_goes_on(caplog):
+    caplog.set_level(logging.WARNING, logger="ecopt")
     outcomes = iter([
         lambda t: 1 / 0,
         lambda t: {"acc": float("nan"), "energy": 1.0},
