@@ -369,7 +369,9 @@ def versions() -> dict[str, str]:
             out[pkg] = md.version(pkg)
         except md.PackageNotFoundError:
             out[pkg] = "not installed"
-    out["cpu"] = _cpu_name()
+    from ecopt.host import cpu_model
+
+    out["cpu"] = cpu_model()
     out["cores"] = str(os.cpu_count())
     try:
         import torch
@@ -378,16 +380,6 @@ def versions() -> dict[str, str]:
     except ImportError:  # pragma: no cover
         pass
     return out
-
-
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def report_markdown(summary: dict[str, Any], command: str, meta: dict[str, str]) -> str:

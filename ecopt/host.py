@@ -9,7 +9,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-__all__ = ["host_facts", "library_versions"]
+__all__ = ["host_facts", "library_versions", "cpu_model"]
 
 _LIBS = ("ecopt", "torch", "botorch", "gpytorch", "numpy", "pandas", "scipy", "scikit-learn",
          "nvidia-ml-py", "codecarbon", "transformers", "polars", "dask", "distributed")
@@ -26,7 +26,8 @@ def library_versions() -> dict[str, str]:
     return out
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
+    """The CPU's model name (from /proc/cpuinfo, else platform's answer)."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -65,7 +66,7 @@ def host_facts() -> dict[str, Any]:
     """CPU model, cores, RAM, GPUs, OS, Python and library versions."""
     return {
         "hostname": socket.gethostname(),
-        "cpu_model": _cpu_model(),
+        "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
         "ram_gb": _ram_gb(),
         "gpus": _gpus(),
