@@ -31,6 +31,18 @@ def quick(trial: Trial) -> dict[str, float]:
     return zdt1(float(trial["x"]), float(trial["y"]))
 
 
+
+def _work(trial: Trial, duration_s: float, busy: bool) -> None:
+    """A ``work`` phase of ``duration_s`` seconds: this thread's CPU time when ``busy``
+    (fixed compute), else a sleep."""
+    with trial.phase("work"):
+        if busy:
+            end = time.thread_time() + duration_s
+            while time.thread_time() < end:
+                pass
+        else:
+            time.sleep(duration_s)
+
 class Sleepy:
     """ZDT1 after sleeping ``duration_s`` (a trial of controlled length).
 
@@ -51,13 +63,7 @@ class Sleepy:
 
     def __call__(self, trial: Trial) -> dict[str, float]:
         d = self.hang_s if trial.number in self.hang_numbers else self.duration_s
-        with trial.phase("work"):
-            if self.busy:  # d seconds of this thread's CPU time: fixed compute
-                end = time.thread_time() + d
-                while time.thread_time() < end:
-                    pass
-            else:
-                time.sleep(d)
+        _work(trial, d, self.busy)
         return zdt1(float(trial["x"]), float(trial["y"]))
 
 
@@ -75,13 +81,7 @@ class VariableSleep:
 
     def __call__(self, trial: Trial) -> dict[str, float]:
         d = self.base_s + self.span_s * float(trial["x"])
-        with trial.phase("work"):
-            if self.busy:  # d seconds of this thread's CPU time: fixed compute
-                end = time.thread_time() + d
-                while time.thread_time() < end:
-                    pass
-            else:
-                time.sleep(d)
+        _work(trial, d, self.busy)
         return zdt1(float(trial["x"]), float(trial["y"]))
 
 
