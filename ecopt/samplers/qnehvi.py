@@ -13,8 +13,9 @@ Pipeline per proposal round (BoTorch's model -> acquisition -> optimiser):
    memory (``infeasible``), a second GP on a +1/-1 feasibility label over all
    complete and infeasible trials becomes an outcome constraint, so the search
    learns the boundary instead of scoring it "zero efficiency".
-4. Acquisition: ``qLogNoisyExpectedHypervolumeImprovement`` with
-   ``prune_baseline=True``, cached box decompositions (BoTorch's default
+4. Acquisition: ``qLogNoisyExpectedHypervolumeImprovement`` over the pruned
+   baseline (BoTorch's ``prune_baseline`` rule with a vectorised Pareto test,
+   :func:`_prune_baseline`), cached box decompositions (BoTorch's default
    incremental NEHVI), outcome constraints, and running trials as ``X_pending``.
 5. Optimiser: ``optimize_acqf`` (continuous) or
    ``optimize_acqf_mixed_alternating`` (discrete/categorical dims), sequential
@@ -146,6 +147,78 @@ def _stack(models: Sequence[Any], X: Any, Y: Any, Yvar: Any) -> Any | None:
             p.copy_(torch.stack([t.reshape(p.shape[1:]) for t in parts]))
     batched.eval()
     return batched
+
+
+def _pareto_mask(Y: Any, max_elements: int = 1 << 24) -> Any:
+    """Which points are non-dominated within each sample (maximisation).
+
+    The same answer as BoTorch's ``is_non_dominated(Y, deduplicate=False)``
+    (ties kept, duplicates all kept), vectorised over samples. BoTorch switches
+    to a Python loop over the points once ``samples x n^2`` passes 5 MB, which
+    made pruning the baseline 0.3 s of every proposal at n = 100. Two
+    objectives: a sort and a running maximum, O(s n log n). More: the pairwise
+    test in chunks of samples of at most ``max_elements`` comparisons.
+
+    Args:
+        Y: ``(s, n, m)`` samples of ``n`` points' ``m`` objectives, no NaN.
+        max_elements: Largest ``b x n x n x m`` comparison built at once (m > 2).
+
+    Returns:
+        ``(s, n)`` boolean mask.
+    """
+    import torch
+
+    s, n, m = Y.shape
+    if n == 0:
+        return torch.zeros(s, 0, dtype=torch.bool, device=Y.device)
+    if m == 2:
+        # i is dominated iff some j has (y1_j > y1_i and y2_j >= y2_i) or
+        # (y1_j >= y1_i and y2_j > y2_i). With the points sorted by y1 descending,
+        # the j with y1_j > y1_i (>=) are the first k_gt (k_ge) of them.
+        y1, y2 = Y[..., 0].contiguous(), Y[..., 1]
+        order = torch.argsort(y1, dim=-1, descending=True)
+        best2 = torch.cummax(torch.gather(y2, -1, order), dim=-1).values
+        asc = torch.sort(y1, dim=-1).values
+        k_gt = n - torch.searchsorted(asc, y1, right=True)
+        k_ge = n - torch.searchsorted(asc, y1, right=False)
+        low = torch.full_like(y2[..., :1], -math.inf)
+        best2 = torch.cat([low, best2], dim=-1)  # best2[k]: max y2 of the first k
+        a = torch.gather(best2, -1, k_gt)
+        b = torch.gather(best2, -1, k_ge)
+        return ~(((k_gt > 0) & (a >= y2)) | (b > y2))
+    step = max(1, max_elements // (n * n * m))
+    parts = []
+    for i in range(0, s, step):
+        y = Y[i:i + step]
+        other, point = y.unsqueeze(-3), y.unsqueeze(-2)  # [b, i, j]: does j dominate i?
+        parts.append(~((other >= point).all(-1) & (other > point).any(-1)).any(-1))
+    return torch.cat(parts)
+
+
+def _prune_baseline(model: Any, X: Any, ref_point: Any, objective: Any,
+                    constraints: list[Any] | None, num_samples: int = 2048) -> Any:
+    """The baseline points with a non-zero chance of being on the Pareto front.
+
+    BoTorch's ``prune_inferior_points_multi_objective`` (``max_frac=1``): the
+    same samples (same sampler, same global RNG), the same rule (feasible,
+    better than the reference point in every objective, non-dominated in the
+    sample), only the non-domination test is :func:`_pareto_mask`.
+    """
+    import torch
+    from botorch.acquisition.utils import compute_feasibility_indicator
+    from botorch.sampling.get_sampler import get_sampler
+
+    with torch.no_grad():
+        posterior = model.posterior(X)
+        samples = get_sampler(posterior, sample_shape=torch.Size([num_samples]))(posterior)
+        obj = objective(samples, X=X) if objective is not None else samples
+        infeasible = ~compute_feasibility_indicator(constraints=constraints, samples=samples)
+        if infeasible.any():
+            obj = obj.clone()
+            obj[infeasible] = ref_point
+        front = _pareto_mask(obj) & (obj > ref_point).all(dim=-1)
+        idx = front.to(X.dtype).mean(dim=0).nonzero().view(-1)
+    return X[idx]
 
 
 class QLogNEHVISampler(Sampler):
@@ -417,9 +490,10 @@ class QLogNEHVISampler(Sampler):
             qLogNoisyExpectedHypervolumeImprovement,
         )
 
+        X = _prune_baseline(model, X, X.new_tensor(ref), objective, constraints or None)
         return qLogNoisyExpectedHypervolumeImprovement(
             model=model, ref_point=ref, X_baseline=X, sampler=sampler, objective=objective,
-            constraints=constraints or None, X_pending=X_pending, prune_baseline=True,
+            constraints=constraints or None, X_pending=X_pending, prune_baseline=False,
             cache_root=True)
 
     def _optimize(self, acqf: Any, d: int, enc: _Encoding, q: int) -> Any:
@@ -461,7 +535,8 @@ class QNEHVISampler(QLogNEHVISampler):
             qNoisyExpectedHypervolumeImprovement,
         )
 
+        X = _prune_baseline(model, X, X.new_tensor(ref), objective, constraints or None)
         return qNoisyExpectedHypervolumeImprovement(
             model=model, ref_point=ref, X_baseline=X, sampler=sampler, objective=objective,
-            constraints=constraints or None, X_pending=X_pending, prune_baseline=True,
+            constraints=constraints or None, X_pending=X_pending, prune_baseline=False,
             cache_root=True)
