@@ -156,8 +156,9 @@ def _pareto_mask(Y: Any, max_elements: int = 1 << 24) -> Any:
     (ties kept, duplicates all kept), vectorised over samples. BoTorch switches
     to a Python loop over the points once ``samples x n^2`` passes 5 MB, which
     made pruning the baseline 0.3 s of every proposal at n = 100. Two
-    objectives: a sort and a running maximum, O(s n log n). More: the pairwise
-    test in chunks of samples of at most ``max_elements`` comparisons.
+    objectives: a sort and a running maximum, O(s n log n). More: pairwise
+    tests against the few points that can dominate, in chunks of samples of at
+    most ``max_elements`` comparisons.
 
     Args:
         Y: ``(s, n, m)`` samples of ``n`` points' ``m`` objectives, no NaN.
@@ -186,12 +187,32 @@ def _pareto_mask(Y: Any, max_elements: int = 1 << 24) -> Any:
         a = torch.gather(best2, -1, k_gt)
         b = torch.gather(best2, -1, k_ge)
         return ~(((k_gt > 0) & (a >= y2)) | (b > y2))
-    step = max(1, max_elements // (n * n * m))
+    # More objectives: pairwise tests, but only against candidate dominators D.
+    # If D holds every point that is non-dominated in some sample, "no point of D
+    # dominates i" is exact (a dominated point is dominated by a non-dominated
+    # one). Start from the points non-dominated in the first samples and grow D
+    # until the test finds nothing new: usually two passes over far fewer than n
+    # dominators.
+    first = _dominated_by(Y[: min(s, 64)], Y[: min(s, 64)], max_elements)
+    cand = (~first).any(0)
+    while True:
+        mask = ~_dominated_by(Y, Y[:, cand], max_elements)
+        found = mask.any(0)
+        if not bool((found & ~cand).any()):
+            return mask
+        cand = cand | found
+
+
+def _dominated_by(Y: Any, D: Any, max_elements: int) -> Any:
+    """``(s, n)``: is point i of ``Y (s, n, m)`` dominated by some point of ``D (s, k, m)``?"""
+    import torch
+
+    s, n, m = Y.shape
+    step = max(1, max_elements // max(1, n * D.shape[1] * m))
     parts = []
     for i in range(0, s, step):
-        y = Y[i:i + step]
-        other, point = y.unsqueeze(-3), y.unsqueeze(-2)  # [b, i, j]: does j dominate i?
-        parts.append(~((other >= point).all(-1) & (other > point).any(-1)).any(-1))
+        point, other = Y[i:i + step].unsqueeze(-2), D[i:i + step].unsqueeze(-3)
+        parts.append(((other >= point).all(-1) & (other > point).any(-1)).any(-1))
     return torch.cat(parts)
 
 
@@ -219,6 +240,27 @@ def _prune_baseline(model: Any, X: Any, ref_point: Any, objective: Any,
         front = _pareto_mask(obj) & (obj > ref_point).all(dim=-1)
         idx = front.to(X.dtype).mean(dim=0).nonzero().view(-1)
     return X[idx]
+
+
+_SWEEP_CLASSES: dict[type, type] = {}
+
+
+def _with_sweep(cls: type) -> type:
+    """``cls`` (a BoTorch NEHVI acquisition) with 3-objective box decompositions by
+    :class:`~ecopt.samplers._boxes.SweepPartitioning` (same region, same or fewer
+    boxes, ~100x faster than ``FastNondominatedPartitioning`` per sample)."""
+    if cls not in _SWEEP_CLASSES:
+        from ecopt.samplers._boxes import SweepPartitioning
+
+        def get(self: Any) -> Any:
+            exact3 = self.alpha == 0 and self.ref_point.shape[-1] == 3
+            return SweepPartitioning if exact3 else self._botorch_p_class
+
+        def set_(self: Any, value: Any) -> None:
+            self._botorch_p_class = value
+
+        _SWEEP_CLASSES[cls] = type(cls.__name__, (cls,), {"p_class": property(get, set_)})
+    return _SWEEP_CLASSES[cls]
 
 
 class QLogNEHVISampler(Sampler):
@@ -491,7 +533,7 @@ class QLogNEHVISampler(Sampler):
         )
 
         X = _prune_baseline(model, X, X.new_tensor(ref), objective, constraints or None)
-        return qLogNoisyExpectedHypervolumeImprovement(
+        return _with_sweep(qLogNoisyExpectedHypervolumeImprovement)(
             model=model, ref_point=ref, X_baseline=X, sampler=sampler, objective=objective,
             constraints=constraints or None, X_pending=X_pending, prune_baseline=False,
             cache_root=True)
@@ -536,7 +578,7 @@ class QNEHVISampler(QLogNEHVISampler):
         )
 
         X = _prune_baseline(model, X, X.new_tensor(ref), objective, constraints or None)
-        return qNoisyExpectedHypervolumeImprovement(
+        return _with_sweep(qNoisyExpectedHypervolumeImprovement)(
             model=model, ref_point=ref, X_baseline=X, sampler=sampler, objective=objective,
             constraints=constraints or None, X_pending=X_pending, prune_baseline=False,
             cache_root=True)
