@@ -189,11 +189,11 @@ def main(argv: list[str] | None = None) -> int:
             return "-"
         return f"{statistics.median(xs):.4f} [{_q(xs, 0.25):.3f}-{_q(xs, 0.75):.3f}]"
 
-    for label, by_w in ratios.items():
+    for label, wall_by_w in ratios.items():
         empty = f"{_empty_window_us(meters[label]):.1f}" if label in meters else "-"
         cr = cpu_ratios[label]
-        print(f"| {label:<30} | {cell(by_w.get(1, [])):>26} | {cell(cr.get(1, [])):>22} | "
-              f"{cell(by_w.get(20, [])):>28} | {cell(cr.get(20, [])):>22} | {empty:>15} |")
+        print(f"| {label:<30} | {cell(wall_by_w.get(1, [])):>26} | {cell(cr.get(1, [])):>22} | "
+              f"{cell(wall_by_w.get(20, [])):>28} | {cell(cr.get(20, [])):>22} | {empty:>15} |")
     print()
     print("wall ratio = median over pairs of (wall time with the meter / without it, run back to "
           "back); CPU ratio = the same with this process's CPU time (all its threads, so a meter's "

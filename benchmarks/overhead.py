@@ -55,7 +55,7 @@ def _problem(M: int, d: int = 6) -> Any:
         with torch.no_grad():
             return fn.evaluate_true(torch.tensor([list(x)], dtype=torch.double))[0].tolist()
 
-    return f, [float(v) for v in fn.ref_point]
+    return f, [float(v) for v in torch.as_tensor(fn.ref_point).tolist()]
 
 
 def _sampler_class(sampler_file: str | None) -> type:
@@ -129,10 +129,11 @@ def measure(n: int, M: int, q: int, reps: int, sampler_files: dict[str, str | No
         samplers[label] = s
     import optuna
 
-    ostudy = dists = None
-    if optuna_gp and q == 1:
-        from optuna.distributions import FloatDistribution
+    from optuna.distributions import BaseDistribution, FloatDistribution
 
+    ostudy: optuna.Study | None = None
+    dists: dict[str, BaseDistribution] = {}
+    if optuna_gp and q == 1:
         optuna.logging.set_verbosity(optuna.logging.ERROR)
         dists = {nm: FloatDistribution(0.0, 1.0) for nm in space.searched_names}
         ostudy = optuna.create_study(

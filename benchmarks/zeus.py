@@ -216,7 +216,7 @@ class ZeusTrace:
     def max_hv(self) -> float:
         """Hypervolume of the true front, each objective divided by the reference point."""
         r = self.ref_point()
-        return pareto.hypervolume(self.expected() / r, np.ones(2), ["min", "min"])
+        return pareto.hypervolume(self.expected() / r, [1.0, 1.0], ["min", "min"])
 
     def space(self) -> ecopt.SearchSpace:
         """The search space: a product over the searched columns' values."""
