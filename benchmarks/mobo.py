@@ -30,6 +30,7 @@ import logging
 import math
 import os
 import platform
+import re
 import sys
 import time
 import warnings
@@ -63,6 +64,20 @@ METHODS: dict[str, str] = {
 }
 
 
+#: ``ecopt-qlognehvi-r<restarts>-raw<raw samples>-mc<MC samples>``: the sampler with
+#: those acquisition settings (to compare settings on the same seeds).
+_SETTINGS = re.compile(r"ecopt-qlognehvi-r(\d+)-raw(\d+)-mc(\d+)")
+
+
+def known_method(name: str) -> bool:
+    """A method in :data:`METHODS` or an ``ecopt-qlognehvi-r<R>-raw<N>-mc<S>`` setting."""
+    return name in METHODS or _SETTINGS.fullmatch(name) is not None
+
+
+def _method_order(names: Sequence[str]) -> list[str]:
+    return [m for m in METHODS if m in names] + sorted(m for m in names if m not in METHODS)
+
+
 # -- runners ---------------------------------------------------------------------
 def _observe(problem: Problem, params: dict[str, Any], seed: int, k: int) -> np.ndarray:
     rng = np.random.default_rng((seed, k, 7919))
@@ -79,6 +94,10 @@ def _run_ecopt(problem: Problem, method: str, seed: int, budget: int
     if method == "ecopt-qlognehvi-lite":
         sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, num_restarts=5,
                                    raw_samples=256, mc_samples=64)
+    elif (setting := _SETTINGS.fullmatch(method)) is not None:
+        r, raw, mc = (int(v) for v in setting.groups())
+        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, num_restarts=r,
+                                   raw_samples=raw, mc_samples=mc)
     elif method == "ecopt-qlognehvi-cold":
         sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, warm_start=False)
     elif method.startswith("ecopt-qlognehvi"):
@@ -260,7 +279,7 @@ def _hv_curve(problem: Problem, params_seq: Sequence[dict[str, Any]]) -> list[fl
 
 def run_one(problem: Problem, method: str, seed: int, budget: int) -> dict[str, Any]:
     """One (problem, method, seed) run: the evaluated points, HV curve and suggestion times."""
-    if method not in METHODS:
+    if not known_method(method):
         raise ValueError(f"unknown method {method!r}; expected one of {list(METHODS)}")
     t0 = time.perf_counter()
     runner = (_run_ecopt if method.startswith("ecopt") else
@@ -320,7 +339,7 @@ def summarise(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
             by_m.setdefault(r["method"], []).append(r)
         ref_final = [r["hv"][budget - 1] for r in by_m.get(REFERENCE_METHOD, [])]
         rows = {}
-        for m in [m for m in METHODS if m in by_m]:
+        for m in _method_order(list(by_m)):
             rs = sorted(by_m[m], key=lambda r: r["seed"])
             final = [r["hv"][budget - 1] for r in rs]
             p = None
@@ -427,7 +446,7 @@ def plot(summary_runs: Sequence[dict[str, Any]], out: Path) -> list[Path]:
         pr = [r for r in summary_runs if r["problem"] == prob]
         budget = min(r["budget"] for r in pr)
         fig, ax = plt.subplots(figsize=(6, 4))
-        for m in [m for m in METHODS if any(r["method"] == m for r in pr)]:
+        for m in _method_order(sorted({r["method"] for r in pr})):
             G = np.array([r["log_gap"][:budget] for r in pr if r["method"] == m])
             mu = G.mean(axis=0)
             se = G.std(axis=0, ddof=1) / math.sqrt(len(G)) if len(G) > 1 else 0 * mu
@@ -457,7 +476,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "M=3, 50 for Zeus; 30 quick)")
     ap.add_argument("--problems", default=None,
                     help="comma-separated problems (default: every problem, noiseless and noisy)")
-    ap.add_argument("--methods", default=",".join(METHODS), help="comma-separated methods")
+    ap.add_argument("--methods", default=",".join(METHODS),
+                    help="comma-separated methods (also ecopt-qlognehvi-r<R>-raw<N>-mc<S>: "
+                         "R restarts, N raw samples, S MC samples)")
     ap.add_argument("--zeus-dir", default=str(DEFAULT_ZEUS_DIR),
                     help="directory with summary_train.csv and summary_power_*.csv")
     ap.add_argument("--zeus-gpu", default=None, help="which summary_power_<gpu>.csv")
@@ -476,7 +497,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     seeds = args.seeds if args.seeds is not None else (3 if args.quick else 10)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-    bad = [m for m in methods if m not in METHODS]
+    bad = [m for m in methods if not known_method(m)]
     if bad:
         raise SystemExit(f"unknown method(s) {bad}; expected some of {list(METHODS)}")
     problems = (args.problems.split(",") if args.problems else default_problems(args.quick))
