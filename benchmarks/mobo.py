@@ -50,7 +50,7 @@ __all__ = ["METHODS", "run_one", "summarise", "main"]
 REFERENCE_METHOD = "ecopt-qlognehvi"
 #: Method name -> short description (the order of the report's rows).
 METHODS: dict[str, str] = {
-    "ecopt-qlognehvi": "ecopt qLogNEHVI, q=1 (default sampler settings)",
+    "ecopt-qlognehvi": "ecopt qLogNEHVI, q=1 (default settings: 10 restarts, 256 raw, 64 MC)",
     "ecopt-qlognehvi-q4": "ecopt qLogNEHVI, batches of q=4",
     "ecopt-qlognehvi-lite": "ecopt qLogNEHVI, q=1, 5 restarts, 256 raw samples, 64 MC samples",
     "ecopt-qlognehvi-cold": "ecopt qLogNEHVI, q=1, every GP fit from BoTorch's default start",
