@@ -280,7 +280,11 @@ class QLogNEHVISampler(Sampler):
             latest proposal in the history (recorded in its trial's
             ``proposal["gp_state"]``, so a resumed study warm-starts exactly as
             an uninterrupted one: proposals stay a pure function of seed and
-            history). ``False``: every fit starts from BoTorch's defaults.
+            history). Off by default: it makes fits 2-5x cheaper, but on DTLZ2
+            (10 seeds, 40 evaluations) it lost hypervolume to the plain BoTorch
+            loop (p = 0.02) where fits from BoTorch's default start did not
+            (p = 0.63): the warm fit stays in an early, short-lengthscale optimum.
+            ``False``: every fit starts from BoTorch's defaults.
         cold_refit_every: When the number of observations is a multiple of
             this, a warm-started fit is checked against a fit from the default
             start and the better marginal likelihood wins (0: never).
@@ -298,7 +302,7 @@ class QLogNEHVISampler(Sampler):
 
     def __init__(self, seed: int | None = None, n_init: int | None = None, num_restarts: int = 10,
                  raw_samples: int = 256, mc_samples: int = 64, maxiter: int = 200,
-                 warm_start: bool = True, cold_refit_every: int = 10,
+                 warm_start: bool = False, cold_refit_every: int = 10,
                  warm_ftol: float = 1e-6) -> None:
         super().__init__(seed)
         for what, v in (("num_restarts", num_restarts), ("raw_samples", raw_samples),

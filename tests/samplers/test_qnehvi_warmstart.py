@@ -62,7 +62,7 @@ def test_stacked_model_is_the_model_list():
 @pytest.mark.slow
 def test_warm_start_is_recorded_and_a_resumed_study_proposes_the_same(tmp_path):
     def sampler(**kw):
-        return QLogNEHVISampler(n_init=4, **FAST, **kw)
+        return QLogNEHVISampler(n_init=4, **FAST, **{"warm_start": True, **kw})
 
     mem = ecopt.Study(SPACE, OBJS, sampler=sampler(), meter="wallclock", seed=3)
     mem.optimize(f, n_trials=6)
@@ -83,7 +83,8 @@ def test_warm_start_is_recorded_and_a_resumed_study_proposes_the_same(tmp_path):
     assert [r.params for r in resumed.records] == [r.params for r in mem.records]
     assert resumed.ask().params == nxt.params
     resumed.close()
-    # Without warm starts the sampler still proposes (from BoTorch's default start).
+    # Without warm starts (the default) the sampler proposes from BoTorch's default start.
+    assert QLogNEHVISampler().warm_start is False
     cold = ecopt.Study(SPACE, OBJS, sampler=sampler(warm_start=False, cold_refit_every=0),
                        meter="wallclock", seed=3)
     cold.optimize(f, n_trials=5)
