@@ -98,7 +98,10 @@ def test_bad_warm_start_settings():
         QLogNEHVISampler(cold_refit_every=-1)
     with pytest.raises(ValueError, match="0 < warm_ftol < 1"):
         QLogNEHVISampler(warm_ftol=0.0)
+    with pytest.raises(ValueError, match="0 < cold_ftol < 1"):
+        QLogNEHVISampler(cold_ftol=1.5)
     assert QLogNEHVISampler().describe()["warm_ftol"] == 1e-6
+    assert QLogNEHVISampler(cold_ftol=1e-6).describe()["cold_ftol"] == 1e-6
 
 
 def test_discrete_axes_are_optimised_in_their_own_range():
