@@ -55,7 +55,7 @@ def nondominated_boxes_3d(Y: list[list[float]], ref: list[float]
     lower: list[list[float]] = []
     upper: list[list[float]] = []
     for x, y, z in pts:
-        lo = bisect_left(negx, -x)  # first staircase point with x_j <= x
+        lo = max(1, bisect_left(negx, -x))  # first staircase point with x_j <= x (x may be inf)
         hi = bisect_right(ys, y) - 1  # last one with y_j <= y
         # A point 2-D dominated by the staircase is 3-D dominated (the staircase
         # came first in z): it changes nothing.

@@ -493,8 +493,7 @@ class QLogNEHVISampler(Sampler):
 
         def fit(model: Any, warm_started: bool = False) -> float:
             mll = ExactMarginalLogLikelihood(model.likelihood, model)
-            # From a warm start the optimum is near: stop once a step gains < warm_ftol
-            # (relative); from BoTorch's default start keep scipy's tight default.
+            # Stop once a step gains < warm_ftol / cold_ftol (relative); None: scipy's default.
             ftol = self.warm_ftol if warm_started else self.cold_ftol
             fit_gpytorch_mll(mll, optimizer_kwargs=None if ftol is None
                              else {"options": {"ftol": ftol}})

@@ -53,6 +53,11 @@ def test_partitioning_module_and_bad_shapes():
     assert float(p.compute_hypervolume()) == pytest.approx(hypervolume(Y.numpy(), [0, 0, 0]))
     empty = SweepPartitioning(ref_point=ref, Y=-Y)  # nothing better than the reference
     assert empty.get_hypercell_bounds().shape == (2, 1, 3)  # the whole region, one box
+    # An infinite coordinate is a value like any other (no crash, still exact).
+    lower, upper = nondominated_boxes_3d([[float("inf"), 1.0, 1.0], [2.0, 2.0, 0.5]], [0, 0, 0])
+    y = torch.tensor([3.0, 1.5, 2.0], dtype=torch.double)
+    # [0, y] is 9; the points dominate 3 + 1.5 - 1 (overlap) of it.
+    assert _improvement(lower, upper, y) == pytest.approx(9.0 - 3.5)
     with pytest.raises(ValueError, match="3 objectives"):
         SweepPartitioning(ref_point=torch.zeros(2), Y=Y[:, :2])
 
