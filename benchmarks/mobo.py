@@ -67,6 +67,8 @@ METHODS: dict[str, str] = {
 #: ``ecopt-qlognehvi-r<restarts>-raw<raw samples>-mc<MC samples>``: the sampler with
 #: those acquisition settings (to compare settings on the same seeds).
 _SETTINGS = re.compile(r"ecopt-qlognehvi-r(\d+)-raw(\d+)-mc(\d+)")
+#: Named settings: method -> the settings method it runs.
+_ALIASES = {"ecopt-qlognehvi-lite": "ecopt-qlognehvi-r5-raw256-mc64"}
 
 
 def known_method(name: str) -> bool:
@@ -91,10 +93,7 @@ def _run_ecopt(problem: Problem, method: str, seed: int, budget: int
 
     q = 4 if method.endswith("-q4") else 1
     sampler: ecopt.samplers.Sampler
-    if method == "ecopt-qlognehvi-lite":
-        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, num_restarts=5,
-                                   raw_samples=256, mc_samples=64)
-    elif (setting := _SETTINGS.fullmatch(method)) is not None:
+    if (setting := _SETTINGS.fullmatch(_ALIASES.get(method, method))) is not None:
         r, raw, mc = (int(v) for v in setting.groups())
         sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, num_restarts=r,
                                    raw_samples=raw, mc_samples=mc)

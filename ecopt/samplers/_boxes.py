@@ -21,8 +21,6 @@ rectangle is closed at ``r``'s third coordinate.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from typing import Any
-
 import torch
 
 __all__ = ["SweepPartitioning", "nondominated_boxes_3d"]
@@ -124,7 +122,3 @@ class SweepPartitioning(torch.nn.Module):
 
         return torch.tensor(hypervolume(self.Y.tolist(), self.ref_point.tolist()),
                             dtype=self.Y.dtype)
-
-    @property
-    def pareto_Y(self) -> Any:  # pragma: no cover - BoTorch API completeness
-        return self.Y
