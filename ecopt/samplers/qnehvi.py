@@ -9,7 +9,11 @@ Pipeline per proposal round (BoTorch's model -> acquisition -> optimiser):
    (a categorical kernel, not a continuous axis); integer and ordered columns
    are discrete dimensions for the mixed optimiser.
 3. Model: one multi-output GP (independent outputs, ``Standardize``), with
-   observed noise for each metric whose every trial reported one. When some trials ran out of
+   observed noise for each metric whose every trial reported one. Each output's
+   hyperparameters are fitted by :func:`~ecopt.samplers._mll.fit_exact_gp`
+   (BoTorch's objective, start, bounds and L-BFGS-B, closed-form gradients;
+   BoTorch's ``fit_gpytorch_mll`` for mixed models or when that optimiser
+   fails). When some trials ran out of
    memory (``infeasible``), a second GP on a +1/-1 feasibility label over all
    complete and infeasible trials becomes an outcome constraint, so the search
    learns the boundary instead of scoring it "zero efficiency".
