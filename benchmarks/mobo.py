@@ -86,6 +86,19 @@ def _observe(problem: Problem, params: dict[str, Any], seed: int, k: int) -> np.
     return np.asarray(problem.observe_fn(params, rng), dtype=float)
 
 
+def initial_design(problem: Problem, seed: int) -> list[dict[str, Any]]:
+    """The ``n_init`` Sobol configurations ecopt's qLogNEHVI starts from (for ``seed``).
+
+    Given to every method that takes an initial design, so all start alike. In a fully
+    discrete space (Zeus) ecopt's design skips configurations it already has.
+    """
+    from ecopt.samplers import QLogNEHVISampler
+
+    n = problem.n_init
+    return [p.params for p in QLogNEHVISampler(seed=seed, n_init=n).propose(
+        problem.space, [], [], n)]
+
+
 def _run_ecopt(problem: Problem, method: str, seed: int, budget: int
                ) -> tuple[list[dict[str, Any]], list[float]]:
     import ecopt
@@ -150,11 +163,8 @@ def _run_botorch_plain(problem: Problem, method: str, seed: int, budget: int
     from botorch.sampling.normal import SobolQMCNormalSampler
     from gpytorch.mlls import SumMarginalLogLikelihood
 
-    from ecopt.samplers.random import sobol_points
-
     d, M = problem.dim, problem.n_obj
-    U = list(sobol_points(d, seed, 0, problem.n_init))
-    params_seq = [problem.space.decode(u) for u in U]
+    params_seq = initial_design(problem, seed)
     Ys = [-_observe(problem, p, seed, k) for k, p in enumerate(params_seq)]
     ask_s: list[float] = []
     ref = torch.tensor(-problem.ref_point if problem.info.get("thresholds_known", True)
@@ -215,8 +225,6 @@ def _run_optuna(problem: Problem, method: str, seed: int, budget: int
     import optuna
     from optuna.samplers import GPSampler, NSGAIISampler, TPESampler
 
-    from ecopt.samplers.random import sobol_points
-
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     n_init = problem.n_init
     enqueue = False
@@ -233,8 +241,8 @@ def _run_optuna(problem: Problem, method: str, seed: int, budget: int
     study = optuna.create_study(directions=["minimize"] * problem.n_obj, sampler=sampler)
     dists = _optuna_distributions(problem)
     if enqueue:
-        for x in sobol_points(problem.dim, seed, 0, n_init):
-            study.enqueue_trial(problem.space.decode(x))
+        for params in initial_design(problem, seed):
+            study.enqueue_trial(params)
     params_seq: list[dict[str, Any]] = []
     ask_s: list[float] = []
     with warnings.catch_warnings():
