@@ -343,7 +343,7 @@ class QLogNEHVISampler(Sampler):
             and, on DTLZ2 (10 seeds), gave the hypervolume of full fits.
         allow_repeats: In a fully discrete space small enough to enumerate
             (every searched parameter an ``Int`` or ``Categorical``, at most
-            20,000 configurations), may a configuration that already has a
+            2,048 configurations), may a configuration that already has a
             trial be proposed again before every configuration has one? ``False``
             (default, as Ax): no; on the Zeus trace problem the search otherwise
             re-ran one configuration up to 23 times in 50 trials. ``True``: the
