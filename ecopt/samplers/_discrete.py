@@ -100,15 +100,17 @@ def optimize_discrete(acqf: Any, choices: Any, fresh: Any, q: int) -> tuple[Any,
     """The ``q`` best choices by sequential greedy (BoTorch's ``optimize_acqf_discrete``).
 
     Args:
-        acqf: A BoTorch acquisition function (its ``X_pending`` is respected and restored).
+        acqf: A BoTorch acquisition function; its ``X_pending`` (running trials) is
+            respected. Single use: qLogNEHVI keeps points once given as pending.
         choices: ``(k, d)`` tensor of every configuration, in model space.
         fresh: ``(k,)`` bool tensor: the configurations that may be proposed first.
         q: Number of candidates.
 
     Returns:
         ``(candidates (q, d), n_repeats)``: when fewer than ``q`` fresh configurations
-        remain, all of them come first and the rest are picked from every choice
-        (repeats, chosen by the acquisition given the fresh ones as pending).
+        remain, all of them come first and the rest are repeats of the other
+        configurations, chosen by the acquisition given the fresh ones as pending
+        (from every configuration only when there are too few others).
     """
     import torch
     from botorch.optim.optimize import optimize_acqf_discrete
@@ -124,8 +126,11 @@ def optimize_discrete(acqf: Any, choices: Any, fresh: Any, q: int) -> tuple[Any,
         if pool.shape[0]:
             acqf.set_X_pending(pool if base is None else torch.cat([base, pool], dim=-2))
         try:
-            extra, _ = optimize_acqf_discrete(acqf, q=rest, choices=choices,
-                                              unique=rest <= choices.shape[0])
+            others = choices[~fresh]
+            if others.shape[0] < rest:
+                others = choices
+            extra, _ = optimize_acqf_discrete(acqf, q=rest, choices=others,
+                                              unique=rest <= others.shape[0])
         finally:
             acqf.set_X_pending(base)
     return torch.cat([pool, extra], dim=-2), rest

@@ -437,7 +437,8 @@ class QLogNEHVISampler(Sampler):
         except Exception as exc:  # noqa: BLE001 - never kill a study over a model fit
             log.warning("qLogNEHVI proposal failed (%s: %s); using Sobol points instead",
                         type(exc).__name__, exc)
-            return self._sobol(space, started, n, f"model fallback: {type(exc).__name__}: {exc}")
+            return self._sobol(space, started, n, f"model fallback: {type(exc).__name__}: {exc}",
+                               self._avoid(space, records, pending))
 
     # -- the BoTorch part ----------------------------------------------------
     def _propose_bo(self, space: SearchSpace, records: Sequence[TrialRecord],
@@ -531,15 +532,14 @@ class QLogNEHVISampler(Sampler):
                                        else "continuous"}
             else:
                 choices = _discrete.enumerate_grid(grid)
-                fresh = np.ones(len(choices), dtype=bool)
-                if not self.allow_repeats:
-                    seen = _seen_keys(space, records, pending)
-                    fresh = np.array([_discrete.config_key(u) not in seen
-                                      for u in _to_unit(choices, enc)], dtype=bool)
+                seen = _seen_keys(space, records, pending)
+                unseen = np.array([_discrete.config_key(u) not in seen
+                                   for u in _to_unit(choices, enc)], dtype=bool)
+                fresh = np.ones_like(unseen) if self.allow_repeats else unseen
                 cand, repeats = _discrete.optimize_discrete(
                     acqf, torch.tensor(choices, dtype=dtype), torch.tensor(fresh), n)
                 how = {"optimiser": "enumerate", "n_configs": len(choices),
-                       "n_unseen": int(fresh.sum()), "n_repeats": repeats}
+                       "n_unseen": int(unseen.sum()), "n_repeats": repeats}
             t_opt, c_opt = time.perf_counter() - t1, time.process_time() - c1
         self.last_timing = {"fit_s": t_fit, "acqf_s": t_opt, "fit_cpu_s": c_fit,
                             "acqf_cpu_s": c_opt}

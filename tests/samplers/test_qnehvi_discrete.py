@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
+from botorch.acquisition import AcquisitionFunction
 
 import ecopt
 from ecopt.samplers import QLogNEHVISampler, _discrete
@@ -55,7 +57,8 @@ def test_allow_repeats_lets_the_acquisition_repeat():
     keys = [key(r.params) for r in s.records]
     # The noisy best corner is worth repeating here: some configuration runs twice.
     assert len(set(keys)) < len(keys), keys
-    assert all(r.proposal["n_unseen"] == 24 for r in s.records[4:])
+    for r in s.records[4:]:  # n_unseen still counts the configurations without a trial
+        assert r.proposal["n_unseen"] == 24 - len({key(x.params) for x in s.records[:r.number]})
 
 
 def test_failed_and_running_trials_are_not_proposed_again():
@@ -78,6 +81,63 @@ def test_failed_and_running_trials_are_not_proposed_again():
     a, b = s.ask(), s.ask()
     assert key(a.params) != key(b.params) and key(b.params) not in calls
     assert b.proposal["n_unseen"] == 24 - 9 - 1
+
+
+def test_initial_design_skips_repeats_on_a_log_int_axis():
+    # Seed 8: plain Sobol points 0-5 decode to only 4 distinct configurations here.
+    space = ecopt.SearchSpace({"a": ecopt.Int(1, 8, log=True), "c": ecopt.Categorical(["x", "y"])})
+    plain = {tuple(space.decode(x).values()) for x in sobol_points(2, 8, 0, 6)}
+    assert len(plain) == 4
+    s = ecopt.Study(space, OBJS, sampler=QLogNEHVISampler(n_init=6, seed=8, **FAST),
+                    meter="wallclock", seed=8)
+    s.optimize(lambda t: {"f1": t["a"] / 8 + (t["c"] == "y"), "f2": 1 / t["a"]}, n_trials=8)
+    keys = [(r.params["a"], r.params["c"]) for r in s.records]
+    assert [r.proposed_by for r in s.records] == ["sobol"] * 6 + ["qlognehvi"] * 2
+    assert len(set(keys)) == 8, keys
+    assert s.records[-1].proposal["n_configs"] == 16
+
+
+class _SumAcqf(AcquisitionFunction):
+    """Acquisition value = sum of the coordinates; pending points score nothing special."""
+
+    def __init__(self) -> None:
+        super().__init__(model=None)  # type: ignore[arg-type]
+        self.set_X_pending(None)
+
+    def forward(self, X: torch.Tensor) -> torch.Tensor:
+        return X.sum(dim=(-1, -2))
+
+
+def test_a_batch_larger_than_the_unseen_takes_them_then_repeats_others():
+    choices = torch.tensor([[0.0, 0.0], [0.0, 1.0], [1.0, 0.0], [1.0, 1.0]], dtype=torch.double)
+    acqf = _SumAcqf()
+    base = torch.tensor([[0.5, 0.5]], dtype=torch.double)
+    acqf.set_X_pending(base)
+    fresh = torch.tensor([False, False, False, True])
+    cand, repeats = _discrete.optimize_discrete(acqf, choices, fresh, 3)
+    # The one unseen configuration first, then the best of the others: never the unseen
+    # one twice in a batch (this stub ignores pending points, so only the rule prevents it).
+    assert repeats == 2 and cand[0].tolist() == [1.0, 1.0]
+    assert sorted(map(tuple, cand[1:].tolist())) == [(0.0, 1.0), (1.0, 0.0)]
+    assert torch.equal(acqf.X_pending, base)
+    # Enough unseen: only unseen ones, the best first.
+    cand, repeats = _discrete.optimize_discrete(_SumAcqf(), choices,
+                                                torch.tensor([True, True, True, False]), 2)
+    assert repeats == 0 and cand[0].tolist() in ([0.0, 1.0], [1.0, 0.0])
+    assert [1.0, 1.0] not in cand.tolist()
+
+
+def test_model_fallback_points_skip_repeats_too(monkeypatch):
+    sampler = QLogNEHVISampler(n_init=2, seed=0, **FAST)
+
+    def boom(*a, **k):
+        raise RuntimeError("cholesky failed")
+
+    monkeypatch.setattr(sampler, "_propose_bo", boom)
+    s = ecopt.Study(SPACE, OBJS, sampler=sampler, meter="wallclock", seed=0)
+    s.optimize(f, n_trials=24)
+    assert "model fallback" in s.records[-1].proposal["why"]
+    assert len({key(r.params) for r in s.records}) == 24
 
 
 def test_large_discrete_spaces_use_the_local_search():
