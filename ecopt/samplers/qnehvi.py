@@ -105,9 +105,13 @@ def _grid(space: SearchSpace, enc: _Encoding) -> list[list[float]] | None:
 
 def _seen_keys(space: SearchSpace, records: Sequence[TrialRecord],
                pending: Sequence[Params]) -> set[tuple[float, ...]]:
-    """Keys of every configuration with a trial, in any state, or running."""
+    """Keys of every configuration with a trial (complete, infeasible, failed) or running.
+
+    A trial interrupted by a crash, kill or lost worker tells nothing about its
+    configuration and does not count (as in :class:`~ecopt.samplers.GridSampler`).
+    """
     keys: set[tuple[float, ...]] = set()
-    for params in [r.params for r in records] + list(pending):
+    for params in [r.params for r in records if not r.interrupted] + list(pending):
         try:
             keys.add(_discrete.config_key(space.encode(params)))
         except (KeyError, TypeError, ValueError):  # a trial from an older, different space

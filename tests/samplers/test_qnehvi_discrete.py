@@ -83,6 +83,19 @@ def test_failed_and_running_trials_are_not_proposed_again():
     assert b.proposal["n_unseen"] == 24 - 9 - 1
 
 
+def test_an_interrupted_configuration_is_proposed_again():
+    # A crash leaves no result, so its configuration still counts as untried (as in grid search).
+    s = ecopt.Study(SPACE, OBJS, sampler=QLogNEHVISampler(n_init=4, seed=2, **FAST),
+                    meter="wallclock", seed=2)
+    lost = s.ask()
+    s._interrupt_running("test")  # as after a crash
+    assert s.records[0].interrupted
+    s.optimize(f, n_trials=24)
+    done = [key(r.params) for r in s.records if r.state is ecopt.TrialState.COMPLETE]
+    assert len(done) == len(set(done)) == 24 and key(lost.params) in done
+    assert s.records[-1].proposal["n_unseen"] == 1
+
+
 def test_initial_design_skips_repeats_on_a_log_int_axis():
     # Seed 8: plain Sobol points 0-5 decode to only 4 distinct configurations here.
     space = ecopt.SearchSpace({"a": ecopt.Int(1, 8, log=True), "c": ecopt.Categorical(["x", "y"])})
