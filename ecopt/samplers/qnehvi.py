@@ -294,15 +294,23 @@ def _prune_baseline(model: Any, X: Any, ref_point: Any, objective: Any,
     return X[idx]
 
 
-_SWEEP_CLASSES: dict[type, type] = {}
+_FAST_CLASSES: dict[type, type] = {}
 
 
-def _with_sweep(cls: type) -> type:
-    """``cls`` (a BoTorch NEHVI acquisition) with 3-objective box decompositions by
-    :class:`~ecopt.samplers._boxes.SweepPartitioning` (same region, same or fewer
-    boxes, ~250x faster than ``FastNondominatedPartitioning`` per sample)."""
-    if cls not in _SWEEP_CLASSES:
+def _fast(cls: type) -> type:
+    """``cls`` (a BoTorch NEHVI acquisition) with ecopt's two speed-ups, same values.
+
+    - 3-objective box decompositions by
+      :class:`~ecopt.samplers._boxes.SweepPartitioning` (same region, same or
+      fewer boxes, ~250x faster than ``FastNondominatedPartitioning`` per sample);
+    - posterior samples at the candidates from
+      :func:`~ecopt.samplers._posterior.f_X_samples` when the model is covered
+      (set ``acqf.dense`` to a :class:`~ecopt.samplers._posterior.DenseLatent`):
+      the same samples as BoTorch's gpytorch path, 2-3x cheaper per evaluation.
+    """
+    if cls not in _FAST_CLASSES:
         from ecopt.samplers._boxes import SweepPartitioning
+        from ecopt.samplers._posterior import f_X_samples
 
         def get(self: Any) -> Any:
             exact3 = self.alpha == 0 and self.ref_point.shape[-1] == 3
@@ -311,8 +319,17 @@ def _with_sweep(cls: type) -> type:
         def set_(self: Any, value: Any) -> None:
             self._botorch_p_class = value
 
-        _SWEEP_CLASSES[cls] = type(cls.__name__, (cls,), {"p_class": property(get, set_)})
-    return _SWEEP_CLASSES[cls]
+        def samples(self: Any, X: Any) -> Any:
+            dense = self.__dict__.get("dense")
+            out = None if dense is None else f_X_samples(self, dense, X)
+            if out is None:
+                return cls._compute_posterior_samples_and_concat_pending(self, X)  # type: ignore[attr-defined]
+            return out
+
+        _FAST_CLASSES[cls] = type(cls.__name__, (cls,), {
+            "p_class": property(get, set_),
+            "_compute_posterior_samples_and_concat_pending": samples})
+    return _FAST_CLASSES[cls]
 
 
 class QLogNEHVISampler(Sampler):
@@ -352,6 +369,10 @@ class QLogNEHVISampler(Sampler):
             (default, as Ax): no; on the Zeus trace problem the search otherwise
             re-ran one configuration up to 23 times in 50 trials. ``True``: the
             acquisition decides (a repeat can be worth it under heavy noise).
+        dense_posterior: Evaluate the acquisition's posterior samples with
+            :mod:`ecopt.samplers._posterior` (closed-form tensors, the same
+            samples as BoTorch's gpytorch path to rounding) where the model is
+            BoTorch's default GP; ``False``: always BoTorch's path.
 
     Example:
         >>> sampler = ecopt.samplers.QLogNEHVISampler(n_init=8, num_restarts=5)
@@ -365,7 +386,7 @@ class QLogNEHVISampler(Sampler):
                  raw_samples: int = 256, mc_samples: int = 64, maxiter: int = 200,
                  warm_start: bool = False, cold_refit_every: int = 10,
                  warm_ftol: float = 1e-6, cold_ftol: float | None = 1e-6,
-                 allow_repeats: bool = False) -> None:
+                 allow_repeats: bool = False, dense_posterior: bool = True) -> None:
         super().__init__(seed)
         for what, v in (("num_restarts", num_restarts), ("raw_samples", raw_samples),
                         ("mc_samples", mc_samples), ("maxiter", maxiter)):
@@ -388,6 +409,7 @@ class QLogNEHVISampler(Sampler):
         self.warm_ftol = warm_ftol
         self.cold_ftol = cold_ftol
         self.allow_repeats = allow_repeats
+        self.dense_posterior = dense_posterior
         #: Seconds spent in the last model fit and acquisition optimisation (wall clock:
         #: ``fit_s``, ``acqf_s``; this process's CPU time: ``fit_cpu_s``, ``acqf_cpu_s``).
         self.last_timing: dict[str, float] = {}
@@ -397,7 +419,8 @@ class QLogNEHVISampler(Sampler):
                 "raw_samples": self.raw_samples, "mc_samples": self.mc_samples,
                 "maxiter": self.maxiter, "warm_start": self.warm_start,
                 "cold_refit_every": self.cold_refit_every, "warm_ftol": self.warm_ftol,
-                "cold_ftol": self.cold_ftol, "allow_repeats": self.allow_repeats}
+                "cold_ftol": self.cold_ftol, "allow_repeats": self.allow_repeats,
+                "dense_posterior": self.dense_posterior}
 
     def _sobol(self, space: SearchSpace, start: int, n: int, why: str,
                seen: set[tuple[float, ...]] | None = None) -> list[Proposal]:
@@ -651,11 +674,16 @@ class QLogNEHVISampler(Sampler):
 
     def _acqf(self, model: Any, ref: list[float], X: Any, M: int, constraints: list[Any],
               X_pending: Any, sampler: Any, objective: Any) -> Any:
+        from ecopt.samplers._posterior import DenseLatent
+
         X = _prune_baseline(model, X, X.new_tensor(ref), objective, constraints or None)
-        return _with_sweep(self._acqf_class())(
+        acqf = _fast(self._acqf_class())(
             model=model, ref_point=ref, X_baseline=X, sampler=sampler, objective=objective,
             constraints=constraints or None, X_pending=X_pending, prune_baseline=False,
             cache_root=True)
+        if self.dense_posterior:
+            acqf.__dict__["dense"] = DenseLatent.of(model)
+        return acqf
 
     def _optimize(self, acqf: Any, d: int, enc: _Encoding, q: int) -> Any:
         import torch

@@ -1,0 +1,232 @@
+"""A lean posterior for NEHVI's inner loop: the same samples as BoTorch, in plain tensors.
+
+Each step of the acquisition optimiser evaluates qLogNEHVI at a batch of
+candidates: BoTorch asks the model for the joint posterior over
+``(X_baseline, X)`` through gpytorch (lazy tensors, distribution objects,
+the outcome transform's untransform) and then extends the cached Cholesky
+factor of the baseline covariance by the ``q`` new rows
+(``sample_cached_cholesky``). At the sizes of a study (tens of baseline
+points, ten restarts) nearly all of that is Python overhead: it was 60% of a
+suggestion's acquisition time at M = 2 (docs/benchmarks.md). Only the new
+rows are needed, and for BoTorch's default GP they have a closed form:
+
+``mu(x) = c + k(x, Xt) a``, ``a = K^-1 (y - c)``,
+``S(x, z) = k(x, z) - k(x, Xt) K^-1 k(Xt, z)``, ``K = k(Xt, Xt) + diag(noise)``,
+
+in standardised units, then scaled back by ``Standardize``'s means and
+standard deviations. :class:`DenseLatent` precomputes ``K``'s Cholesky factor
+and ``a`` once per model, and ``K^-1 k(Xt, X_baseline)`` once per baseline;
+:func:`f_X_samples` then returns exactly what BoTorch's
+``_compute_posterior_samples_and_concat_pending`` returns (the same base
+samples, the same cached baseline factor, the same low-rank update), with
+gradients by autograd through a few dense operations.
+
+Covered: a batched multi-output ``SingleTaskGP`` (the model
+:func:`~ecopt.samplers.qnehvi._stack` builds) with no input transform, a
+``Standardize`` outcome transform, a constant or zero mean, an RBF kernel, and a
+learned homoskedastic or fixed observation noise. Anything else (a model list,
+a mixed categorical model) keeps BoTorch's path, and so does any evaluation
+where the update fails (non-finite samples, a non-PSD block), as BoTorch falls
+back itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+__all__ = ["DenseLatent", "f_X_samples"]
+
+
+@dataclass
+class _BaselineCache:
+    """What depends on the baseline (and the sampler's base samples), not on ``X``."""
+
+    X_baseline: Any  # (nb, d), the acquisition's own tensor (identity-checked)
+    baseline_L: Any  # (m, nb, nb), identity-checked
+    B: Any  # (m, n, nb): K^-1 k(Xt, X_baseline), standardised units
+    base: dict[tuple[int, int], Any] = field(default_factory=dict)  # (batch dims, q) -> samples
+
+
+class DenseLatent:
+    """The latent posterior of a batched multi-output ``SingleTaskGP``, precomputed.
+
+    Build with :meth:`of` (``None`` when the model is not covered). All
+    tensors are float64, detached: the model is fixed during an acquisition
+    optimisation.
+    """
+
+    def __init__(self, Xt: Any, inv_ls: Any, c: Any, L: Any, a: Any, means: Any,
+                 stdvs: Any) -> None:
+        self.Xt = Xt  # (m, n, d) training inputs
+        self.inv_ls = inv_ls  # (m, 1, d) 1 / lengthscale
+        self.c = c  # (m, 1) constant mean, standardised units
+        self.L = L  # (m, n, n) Cholesky factor of K
+        self.a = a  # (m, n, 1) K^-1 (y - c)
+        self.means = means  # (m,) Standardize's means
+        self.stdvs = stdvs  # (m,) Standardize's standard deviations
+        self._baseline: _BaselineCache | None = None
+
+    @classmethod
+    def of(cls, model: Any) -> DenseLatent | None:
+        """The dense posterior of ``model``, or ``None`` when it is not covered."""
+        from botorch.models import SingleTaskGP
+        from botorch.models.transforms.outcome import Standardize
+        from gpytorch.kernels import RBFKernel
+        from gpytorch.likelihoods import FixedNoiseGaussianLikelihood, GaussianLikelihood
+        from gpytorch.likelihoods.noise_models import HomoskedasticNoise
+        from gpytorch.means import ConstantMean, ZeroMean
+
+        if type(model) is not SingleTaskGP or getattr(model, "input_transform", None) is not None:
+            return None
+        m = int(model.num_outputs)
+        tf = getattr(model, "outcome_transform", None)
+        if m < 2 or type(tf) is not Standardize or tf.training or model.training:
+            return None
+        if len(model.train_inputs) != 1 or any(True for _ in model.added_loss_terms()):
+            return None
+        Xt, y = model.train_inputs[0], model.train_targets
+        if Xt.dim() != 3 or Xt.shape[0] != m or y.shape != Xt.shape[:2]:
+            return None
+        mean, covar, lik = model.mean_module, model.covar_module, model.likelihood
+        if type(covar) is not RBFKernel or covar.active_dims is not None:
+            return None
+        if type(mean) not in (ConstantMean, ZeroMean):
+            return None
+        with torch.no_grad():
+            n, d = Xt.shape[1], Xt.shape[2]
+            if type(lik) is GaussianLikelihood and type(lik.noise_covar) is HomoskedasticNoise:
+                noise = lik.noise.detach().reshape(m, -1).expand(m, n)
+            elif type(lik) is FixedNoiseGaussianLikelihood and lik.second_noise_covar is None:
+                noise = lik.noise_covar.noise.detach().reshape(m, n)
+            else:
+                return None
+            ls = covar.lengthscale.detach()
+            if ls.shape not in ((m, 1, d), (m, 1, 1)):
+                return None
+            inv_ls = (1.0 / ls).expand(m, 1, d).to(torch.double)
+            if type(mean) is ConstantMean:
+                c = mean.constant.detach().reshape(m, 1).to(torch.double)
+            else:
+                c = torch.zeros(m, 1, dtype=torch.double)
+            Xt = Xt.detach().to(torch.double)
+            K = _rbf(Xt, Xt, inv_ls) + torch.diag_embed(noise.to(torch.double))
+            L, info = torch.linalg.cholesky_ex(K)
+            if bool((info != 0).any()):
+                return None  # gpytorch would add jitter: leave it to BoTorch's path
+            r = (y.detach().to(torch.double) - c).unsqueeze(-1)
+            a = torch.cholesky_solve(r, L)
+            means = tf.means.detach().reshape(-1).to(torch.double)
+            stdvs = tf.stdvs.detach().reshape(-1).to(torch.double)
+            if means.numel() != m or stdvs.numel() != m:
+                return None
+        return cls(Xt, inv_ls, c, L, a, means, stdvs)
+
+    def baseline(self, X_baseline: Any, baseline_L: Any) -> _BaselineCache:
+        """The per-baseline cache (rebuilt when the acquisition's baseline changes)."""
+        bc = self._baseline
+        if bc is None or bc.X_baseline is not X_baseline or bc.baseline_L is not baseline_L:
+            with torch.no_grad():
+                kb = _rbf(self.Xt, X_baseline.detach().to(torch.double).unsqueeze(0),
+                          self.inv_ls)  # (m, n, nb)
+                B = torch.cholesky_solve(kb, self.L)
+            bc = self._baseline = _BaselineCache(X_baseline, baseline_L, B)
+        return bc
+
+    def new_rows(self, X: Any, X_baseline: Any, B: Any) -> tuple[Any, Any, Any]:
+        """Posterior mean and covariance rows of the ``q`` points ``X`` in original units.
+
+        Args:
+            X: ``(*batch, q, d)`` candidates.
+            X_baseline: ``(nb, d)`` baseline points.
+            B: ``(m, n, nb)`` ``K^-1 k(Xt, X_baseline)``.
+
+        Returns:
+            ``mean (*batch, q, m)``, ``S(X, X_baseline) (*batch, m, q, nb)`` and
+            ``S(X, X) (*batch, m, q, q)``.
+        """
+        Xm = X.unsqueeze(-3)  # (*batch, 1, q, d)
+        k_xt = _rbf(Xm, self.Xt, self.inv_ls)  # (*batch, m, q, n)
+        mu = (k_xt @ self.a).squeeze(-1) + self.c  # (*batch, m, q)
+        bl = _rbf(Xm, X_baseline.unsqueeze(0), self.inv_ls) - k_xt @ B
+        V = torch.linalg.solve_triangular(self.L, k_xt.transpose(-1, -2), upper=False)
+        br = _rbf(Xm, Xm, self.inv_ls) - V.transpose(-1, -2) @ V
+        s = self.stdvs[:, None]
+        s2 = (s * s)[..., None]
+        mean = (mu * s + self.means[:, None]).transpose(-1, -2)
+        return mean, bl * s2, br * s2
+
+
+def _rbf(A: Any, B: Any, inv_ls: Any) -> Any:
+    """``exp(-|a - b|^2 / 2)`` over lengthscale-scaled inputs, broadcast over batches.
+
+    Args:
+        A: ``(..., p, d)``; B: ``(..., r, d)``; inv_ls: ``(m, 1, d)``.
+
+    Returns:
+        ``(..., p, r)``.
+    """
+    a = A * inv_ls
+    b = B * inv_ls
+    diff = a.unsqueeze(-2) - b.unsqueeze(-3)
+    return torch.exp(-0.5 * (diff * diff).sum(-1))
+
+
+def f_X_samples(acqf: Any, dense: DenseLatent, X: Any) -> tuple[Any, Any] | None:
+    """BoTorch's ``_compute_posterior_samples_and_concat_pending(X)`` for NEHVI, densely.
+
+    Returns ``(samples, X)``: ``samples`` is ``(S, *batch, q, m)`` at the new
+    points. ``None`` when the acquisition is not in the state this covers (no
+    cached baseline factor; pending points outside the cached baseline) or the
+    low-rank update fails: the caller then runs BoTorch's own path, which also
+    handles the failure as BoTorch does.
+    """
+    from botorch.utils.low_rank import _reshape_base_samples
+    from botorch.utils.transforms import match_batch_shape
+    from linear_operator.utils.cholesky import psd_safe_cholesky
+    from linear_operator.utils.errors import NanError, NotPSDError
+
+    baseline_L = getattr(acqf, "_baseline_L", None)
+    if not getattr(acqf, "_cache_root", False) or baseline_L is None:
+        return None
+    if acqf.X_pending is not None and (not acqf.cache_pending or acqf.X_pending.shape[-2]
+                                       + acqf._X_baseline.shape[-2] != acqf.X_baseline.shape[-2]):
+        return None  # pending points outside the cached baseline: BoTorch appends them
+    X_baseline = acqf.X_baseline
+    if X_baseline.dim() != 2 or X.dtype != torch.double:
+        return None
+    q = X.shape[-2]
+    bc = dense.baseline(X_baseline, baseline_L)
+    nb = X.dim() - 2
+    key = (nb, q)
+    base = bc.base.get(key)
+    if base is None or acqf.q_in != q or base[0] is not acqf.sampler.base_samples:
+        # First evaluation of q points: BoTorch's posterior at one candidate batch,
+        # once, to set the sampler for q new points and lay the base samples out as
+        # BoTorch does (the layout is the same for every batch element: expanded).
+        with torch.no_grad():
+            X1 = X.detach()[(slice(0, 1),) * nb]
+            X_full = torch.cat([match_batch_shape(X_baseline, X1), X1], dim=-2)
+            posterior = acqf.model.posterior(X_full)
+            if not posterior._is_mt:
+                return None
+            acqf._set_sampler(q_in=q, posterior=posterior)
+            shaped = _reshape_base_samples(base_samples=acqf.sampler.base_samples,
+                                           sample_shape=acqf.sampler.sample_shape,
+                                           posterior=posterior)
+        base = bc.base[key] = (acqf.sampler.base_samples, shaped)
+    mean, bl, br = dense.new_rows(X, X_baseline, bc.B)
+    bl_chol = torch.linalg.solve_triangular(baseline_L, bl.transpose(-2, -1),
+                                            upper=False).transpose(-2, -1)
+    try:
+        br_chol = psd_safe_cholesky(br - bl_chol @ bl_chol.transpose(-2, -1), max_tries=6)
+    except (NanError, NotPSDError):
+        return None
+    new_Lq = torch.cat([bl_chol, br_chol], dim=-1)  # (*batch, m, q, nb + q)
+    res = new_Lq.matmul(base[1]).add(mean.transpose(-1, -2).unsqueeze(-1))  # (*batch,m,q,S)
+    samples = res.permute(-1, *range(nb), -2, -3)
+    if not bool(torch.isfinite(samples).all()):
+        return None
+    return samples, X
