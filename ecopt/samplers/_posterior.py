@@ -79,7 +79,8 @@ class DenseLatent:
         from gpytorch.likelihoods.noise_models import HomoskedasticNoise
         from gpytorch.means import ConstantMean, ZeroMean
 
-        if type(model) is not SingleTaskGP or getattr(model, "input_transform", None) is not None:
+        cls_: type = type(model)  # (not narrowing ``model``: torch stubs type its attributes)
+        if cls_ is not SingleTaskGP or getattr(model, "input_transform", None) is not None:
             return None
         m = int(model.num_outputs)
         tf = getattr(model, "outcome_transform", None)
