@@ -91,6 +91,8 @@ class DenseLatent:
         Xt, y = model.train_inputs[0], model.train_targets
         if Xt.dim() != 3 or Xt.shape[0] != m or y.shape != Xt.shape[:2]:
             return None
+        if Xt.dtype != torch.double:  # candidates are float64 too, or BoTorch's path runs
+            return None
         mean, covar, lik = model.mean_module, model.covar_module, model.likelihood
         if type(covar) is not RBFKernel or covar.active_dims is not None:
             return None
@@ -98,10 +100,17 @@ class DenseLatent:
             return None
         with torch.no_grad():
             n, d = Xt.shape[1], Xt.shape[2]
+            # Per-output values, or one shared by every output (broadcast).
             if type(lik) is GaussianLikelihood and type(lik.noise_covar) is HomoskedasticNoise:
-                noise = lik.noise.detach().reshape(m, -1).expand(m, n)
+                raw = lik.noise.detach()
+                if raw.numel() not in (1, m):
+                    return None
+                noise = raw.reshape(-1, 1).expand(m, n)
             elif type(lik) is FixedNoiseGaussianLikelihood and lik.second_noise_covar is None:
-                noise = lik.noise_covar.noise.detach().reshape(m, n)
+                raw = lik.noise_covar.noise.detach()
+                if raw.numel() != m * n:
+                    return None
+                noise = raw.reshape(m, n)
             else:
                 return None
             ls = covar.lengthscale.detach()
@@ -109,9 +118,12 @@ class DenseLatent:
                 return None
             inv_ls = (1.0 / ls).expand(m, 1, d).to(torch.double)
             if type(mean) is ConstantMean:
-                c = mean.constant.detach().reshape(m, 1).to(torch.double)
+                const = mean.constant.detach()
+                if const.numel() not in (1, m):
+                    return None
+                c = const.reshape(-1, 1).expand(m, 1).to(torch.double)
             else:
-                c = torch.zeros(m, 1, dtype=torch.double)
+                c = torch.zeros(m, 1, dtype=torch.double, device=Xt.device)
             Xt = Xt.detach().to(torch.double)
             K = _rbf(Xt, Xt, inv_ls) + torch.diag_embed(noise.to(torch.double))
             L, info = torch.linalg.cholesky_ex(K)
@@ -163,6 +175,10 @@ class DenseLatent:
 def _rbf(A: Any, B: Any, inv_ls: Any) -> Any:
     """``exp(-|a - b|^2 / 2)`` over lengthscale-scaled inputs, broadcast over batches.
 
+    Squared distances as ``|a|^2 + |b|^2 - 2 a.b`` (clamped at 0), as gpytorch
+    computes them: no ``(..., p, r, d)`` temporary (an enumerated grid of 2,048
+    rows against a few hundred training points would make it hundreds of MB).
+
     Args:
         A: ``(..., p, d)``; B: ``(..., r, d)``; inv_ls: ``(m, 1, d)``.
 
@@ -171,18 +187,21 @@ def _rbf(A: Any, B: Any, inv_ls: Any) -> Any:
     """
     a = A * inv_ls
     b = B * inv_ls
-    diff = a.unsqueeze(-2) - b.unsqueeze(-3)
-    return torch.exp(-0.5 * (diff * diff).sum(-1))
+    d2 = (a * a).sum(-1, keepdim=True) + (b * b).sum(-1).unsqueeze(-2) \
+        - 2.0 * a @ b.transpose(-1, -2)
+    return torch.exp(-0.5 * d2.clamp_min(0.0))
 
 
 def f_X_samples(acqf: Any, dense: DenseLatent, X: Any) -> tuple[Any, Any] | None:
     """BoTorch's ``_compute_posterior_samples_and_concat_pending(X)`` for NEHVI, densely.
 
     Returns ``(samples, X)``: ``samples`` is ``(S, *batch, q, m)`` at the new
-    points. ``None`` when the acquisition is not in the state this covers (no
-    cached baseline factor; pending points outside the cached baseline) or the
-    low-rank update fails: the caller then runs BoTorch's own path, which also
-    handles the failure as BoTorch does.
+    points. ``None`` (the caller then runs BoTorch's own path, which also
+    handles a failure as BoTorch does) when the acquisition is not in the state
+    this covers: no cached baseline factor, pending points outside the cached
+    baseline, a baseline that is not ``(nb, d)``, candidates not float64, a
+    posterior that is not multi-output; or when the low-rank update fails (a
+    non-PSD block after jitter, non-finite samples).
     """
     from botorch.utils.low_rank import _reshape_base_samples
     from botorch.utils.transforms import match_batch_shape

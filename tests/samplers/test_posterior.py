@@ -94,8 +94,9 @@ def _assert_same(dense: object, ref: object, shapes: list[tuple[int, ...]], seed
 def test_values_and_gradients_equal_botorch(cls: type, m: int, fixed: bool) -> None:
     model = _model(n=18, d=4, m=m, seed=m + 10 * fixed, fixed_noise=fixed)
     dense, ref = _pair(cls, model, m, seed=3)
-    # restarts, raw samples, q = 2 joint batches, a second batch of restarts
-    _assert_same(dense, ref, [(10, 1, 4), (64, 1, 4), (5, 2, 4), (7, 1, 4)], seed=m)
+    # restarts, raw samples, q = 2 joint batches, two batch dimensions, q back to 1
+    _assert_same(dense, ref, [(10, 1, 4), (64, 1, 4), (5, 2, 4), (2, 3, 1, 4), (3, 2, 2, 4),
+                              (7, 1, 4)], seed=m)
 
 
 def test_pending_points_and_sequential_batches_equal_botorch() -> None:
@@ -145,6 +146,36 @@ def test_dense_path_is_used() -> None:
     finally:
         post.DenseLatent.new_rows = orig  # type: ignore[method-assign]
     assert calls
+
+
+def test_shared_parameters_zero_mean_and_one_lengthscale_equal_botorch() -> None:
+    """Other forms of BoTorch's default GP: one lengthscale for all inputs, a zero mean,
+    and a mean constant / noise level shared by every output (broadcast)."""
+    from gpytorch.kernels import RBFKernel
+    from gpytorch.likelihoods import GaussianLikelihood
+    from gpytorch.means import ConstantMean, ZeroMean
+
+    g = torch.Generator().manual_seed(9)
+    X = torch.rand(14, 3, generator=g, dtype=D)
+    Y = torch.stack([torch.sin(4 * X[:, 0]) + X[:, 1], torch.cos(3 * X[:, 2])], -1)
+    for mean in (ZeroMean(batch_shape=torch.Size([2])), ConstantMean()):
+        model = SingleTaskGP(X, Y, covar_module=RBFKernel(batch_shape=torch.Size([2])),
+                             mean_module=mean, likelihood=GaussianLikelihood(),
+                             outcome_transform=Standardize(m=2))
+        with torch.no_grad():
+            model.covar_module.lengthscale = torch.tensor([[[0.3]], [[0.5]]], dtype=D)
+            model.likelihood.noise = torch.tensor([0.02], dtype=D)
+            if isinstance(mean, ConstantMean):
+                mean.constant.fill_(0.4)
+        model.eval()
+        assert model.covar_module.lengthscale.shape == (2, 1, 1)
+        dense, ref = _pair(qLogNoisyExpectedHypervolumeImprovement, model, 2, seed=1)
+        _assert_same(dense, ref, [(6, 1, 3), (2, 2, 1, 3), (3, 2, 3)], seed=9)
+
+
+def test_float32_models_keep_botorch_path() -> None:
+    model = _model(n=12, d=3, m=2, seed=3)
+    assert DenseLatent.of(model.to(torch.float32)) is None
 
 
 def test_models_not_covered_keep_botorch_path() -> None:
