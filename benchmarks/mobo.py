@@ -54,6 +54,7 @@ METHODS: dict[str, str] = {
     "ecopt-qlognehvi-q4": "ecopt qLogNEHVI, batches of q=4",
     "ecopt-qlognehvi-lite": "ecopt qLogNEHVI, q=1, 5 restarts, 256 raw samples, 64 MC samples",
     "ecopt-qlognehvi-cold": "ecopt qLogNEHVI, q=1, every GP fit from BoTorch's default start",
+    "ecopt-qlognehvi-nosab": "ecopt qLogNEHVI, q=1, random raw samples only (no sample_around_best)",
     "ecopt-sobol": "ecopt scrambled Sobol",
     "ecopt-random": "ecopt uniform random",
     "botorch-plain": "plain BoTorch qLogNEHVI loop (cold fits, 10 restarts, 512 raw, 128 MC)",
@@ -112,6 +113,8 @@ def _run_ecopt(problem: Problem, method: str, seed: int, budget: int
                                    raw_samples=raw, mc_samples=mc)
     elif method == "ecopt-qlognehvi-cold":
         sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, warm_start=False)
+    elif method == "ecopt-qlognehvi-nosab":
+        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, sample_around_best=False)
     elif method.startswith("ecopt-qlognehvi"):
         sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init)
     elif method == "ecopt-sobol":

@@ -387,7 +387,8 @@ class QLogNEHVISampler(Sampler):
                  raw_samples: int = 256, mc_samples: int = 64, maxiter: int = 200,
                  warm_start: bool = False, cold_refit_every: int = 10,
                  warm_ftol: float = 1e-6, cold_ftol: float | None = 1e-6,
-                 allow_repeats: bool = False, dense_posterior: bool = True) -> None:
+                 allow_repeats: bool = False, dense_posterior: bool = True,
+                 sample_around_best: bool = False) -> None:
         super().__init__(seed)
         for what, v in (("num_restarts", num_restarts), ("raw_samples", raw_samples),
                         ("mc_samples", mc_samples), ("maxiter", maxiter)):
@@ -411,6 +412,7 @@ class QLogNEHVISampler(Sampler):
         self.cold_ftol = cold_ftol
         self.allow_repeats = allow_repeats
         self.dense_posterior = dense_posterior
+        self.sample_around_best = sample_around_best
         #: Seconds spent in the last model fit and acquisition optimisation (wall clock:
         #: ``fit_s``, ``acqf_s``; this process's CPU time: ``fit_cpu_s``, ``acqf_cpu_s``).
         self.last_timing: dict[str, float] = {}
@@ -421,7 +423,8 @@ class QLogNEHVISampler(Sampler):
                 "maxiter": self.maxiter, "warm_start": self.warm_start,
                 "cold_refit_every": self.cold_refit_every, "warm_ftol": self.warm_ftol,
                 "cold_ftol": self.cold_ftol, "allow_repeats": self.allow_repeats,
-                "dense_posterior": self.dense_posterior}
+                "dense_posterior": self.dense_posterior,
+                "sample_around_best": self.sample_around_best}
 
     def _sobol(self, space: SearchSpace, start: int, n: int, why: str,
                seen: set[tuple[float, ...]] | None = None) -> list[Proposal]:
@@ -556,8 +559,10 @@ class QLogNEHVISampler(Sampler):
             grid = _grid(space, enc)
             if grid is None:
                 cand = self._optimize(acqf, space.dim, enc, n)
-                how: dict[str, Any] = {"optimiser": "mixed" if enc.cat or enc.discrete
-                                       else "continuous"}
+                mixed = bool(enc.cat or enc.discrete)
+                how: dict[str, Any] = {"optimiser": "mixed" if mixed else "continuous"}
+                if not mixed:
+                    how["sample_around_best"] = self.sample_around_best
             else:
                 choices = _discrete.enumerate_grid(grid)
                 seen = _seen_keys(space, records, pending)
@@ -698,6 +703,8 @@ class QLogNEHVISampler(Sampler):
         for i, vals in enc.discrete.items():  # the mixed optimiser needs the exact range
             bounds[0, i], bounds[1, i] = min(vals), max(vals)
         opts: dict[str, bool | float | int | str] = {"maxiter": self.maxiter}
+        if self.sample_around_best:
+            opts["sample_around_best"] = True
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             if enc.cat or enc.discrete:

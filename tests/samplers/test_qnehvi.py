@@ -162,3 +162,32 @@ def test_observed_noise_is_used_per_metric():
     bo = [r for r in s.records if r.proposed_by == "qlognehvi"]
     assert len(bo) == 2 and all(r.proposal["observed_noise"] == ["f2"] for r in bo)
     assert all(r.noise == {"f2": 0.01} for r in s.records)
+
+
+@pytest.mark.parametrize("around", [True, False])
+def test_sample_around_best_reaches_the_acquisition_optimiser(monkeypatch, around):
+    """With ``sample_around_best`` the optimiser's raw candidates include BoTorch's
+    perturbations of the modelled Pareto set (continuous spaces); without, none."""
+    import botorch.optim.initializers as init
+
+    calls = []
+    real = init.sample_points_around_best
+
+    def spy(*args, **kwargs):
+        out = real(*args, **kwargs)
+        calls.append(None if out is None else tuple(out.shape))
+        return out
+
+    monkeypatch.setattr(init, "sample_points_around_best", spy)
+    space = ecopt.SearchSpace({"x": ecopt.Float(0, 1), "y": ecopt.Float(0, 1)})
+    sampler = QLogNEHVISampler(n_init=6, sample_around_best=around, **FAST)
+    s = ecopt.Study(space, OBJS, sampler=sampler, meter="wallclock", seed=0)
+    s.optimize(lambda t: {"f1": t["x"] + 0.3 * t["y"], "f2": (1 - t["x"]) ** 2 + t["y"]},
+               n_trials=7)
+    bo = s.records[6]
+    assert bo.proposed_by == "qlognehvi"
+    assert bo.proposal["sample_around_best"] is around
+    if around:  # FAST: 64 raw samples -> 64 more around the Pareto set, q = 1
+        assert calls and calls[0] == (64, 2)
+    else:
+        assert calls == []
