@@ -5,7 +5,8 @@ space holds at most :data:`MAX_ENUMERATE` configurations, the acquisition functi
 is evaluated on every configuration (BoTorch's ``optimize_acqf_discrete``, as Ax
 does for such spaces) instead of a local search, and configurations that already
 have a trial (complete, infeasible, failed or running; not one interrupted by a
-crash) are left out until every configuration has one (Ax's ``X_avoid``). The initial Sobol design skips them too.
+crash) are left out until every configuration has one (Ax's ``X_avoid``). The
+initial Sobol design skips them too.
 
 Why: a small grid (the Zeus trace problem: 10 batch sizes x 7 power limits) under
 noisy objectives. qLogNEHVI gives an observed configuration a positive value when

@@ -374,6 +374,15 @@ class QLogNEHVISampler(Sampler):
             :mod:`ecopt.samplers._posterior` (closed-form tensors, the same
             samples as BoTorch's gpytorch path to rounding) where the model is
             BoTorch's default GP; ``False``: always BoTorch's path.
+        sample_around_best: Add BoTorch's ``sample_around_best`` candidates
+            (``raw_samples`` small perturbations of the baseline points on the
+            posterior mean's Pareto front) to the random raw samples the
+            acquisition optimiser starts from (continuous spaces; the mixed
+            optimiser has no such option). On by default: at the full budget
+            (10 seeds) it took ZDT1 from -1.21 to -1.86 in log10 hypervolume gap
+            (GPSampler -1.36) by putting 35-42 of 86 proposals on the true front
+            instead of 9-20, and was level or ahead on every other problem
+            checked (docs/benchmarks.md). ``False``: random raw samples only.
 
     Example:
         >>> sampler = ecopt.samplers.QLogNEHVISampler(n_init=8, num_restarts=5)
@@ -388,7 +397,7 @@ class QLogNEHVISampler(Sampler):
                  warm_start: bool = False, cold_refit_every: int = 10,
                  warm_ftol: float = 1e-6, cold_ftol: float | None = 1e-6,
                  allow_repeats: bool = False, dense_posterior: bool = True,
-                 sample_around_best: bool = False) -> None:
+                 sample_around_best: bool = True) -> None:
         super().__init__(seed)
         for what, v in (("num_restarts", num_restarts), ("raw_samples", raw_samples),
                         ("mc_samples", mc_samples), ("maxiter", maxiter)):
