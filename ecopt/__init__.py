@@ -20,6 +20,7 @@ from typing import Any
 from ecopt._version import __version__
 from ecopt.errors import (
     EcoptError,
+    ExecutorLostError,
     Infeasible,
     MeterError,
     MeterUnavailableError,
@@ -52,6 +53,7 @@ __all__ = [
     "Meter",
     "Measurement",
     "EcoptError",
+    "ExecutorLostError",
     "Infeasible",
     "MeterError",
     "MeterUnavailableError",

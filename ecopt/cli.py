@@ -23,11 +23,11 @@ __all__ = ["main", "build_parser"]
 _HANDLERS: dict[str, tuple[str, str]] = {
     "quickstart": ("ecopt.quickstart", "cli_main"),
     "meters": ("ecopt.meters.probe", "cli_main"),
-    "report": ("ecopt.report_cli", "report_main"),
-    "plot": ("ecopt.report_cli", "plot_main"),
-    "compare": ("ecopt.report_cli", "compare_main"),
-    "show": ("ecopt.report_cli", "show_main"),
-    "profile": ("ecopt.data.profile", "cli_main"),
+    "report": ("ecopt.report.cli", "report_main"),
+    "plot": ("ecopt.report.cli", "plot_main"),
+    "compare": ("ecopt.report.cli", "compare_main"),
+    "show": ("ecopt.report.cli", "show_main"),
+    "profile": ("ecopt.data.profiler", "cli_main"),
 }
 
 

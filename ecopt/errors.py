@@ -27,6 +27,28 @@ class MeterUnavailableError(MeterError):
     """The hardware or library a meter needs is not present on this machine."""
 
 
+class RaplPermissionError(MeterUnavailableError):
+    """RAPL counters exist but this user may not read them."""
+
+
+class ExecutorLostError(EcoptError):
+    """The executor as a whole went away (e.g. the Dask scheduler stopped).
+
+    Raised by :meth:`ecopt.Study.optimize` after every trial in flight was
+    recorded as failed (``Interrupted``). The trial log is complete: restart the
+    scheduler (or pick another executor), re-open the study with the same
+    storage directory and call ``optimize`` again to resume.
+    """
+
+
+class DaskUnavailableError(EcoptError):
+    """Dask distributed is not installed, or its scheduler cannot be reached."""
+
+
+class BackendUnavailableError(EcoptError):
+    """The dataframe library a backend needs is not installed."""
+
+
 class Infeasible(Exception):
     """Raise from an objective to mark the trial's configuration as infeasible.
 

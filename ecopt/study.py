@@ -15,17 +15,14 @@ import datetime as _dt
 import logging
 import math
 import shutil
-import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, wait
 from pathlib import Path
 from typing import Any, overload
 
 import numpy as np
 
 from ecopt import pareto
-from ecopt._types import Params
 from ecopt._version import __version__
 from ecopt.errors import EcoptError, SpecMismatchError
 from ecopt.executors import Executor, get_executor
@@ -41,6 +38,8 @@ __all__ = ["Study", "load_study"]
 log = logging.getLogger("ecopt")
 
 ObjectiveFn = Callable[[Trial], Any]
+#: ``callback(study, record)``, called after each trial is saved.
+Callback = Callable[["Study", TrialRecord], None]
 
 
 def _now_iso() -> str:
@@ -115,6 +114,9 @@ class Study:
         self._next_number = 0
         self._storage: StudyStorage | None = None
         self.spec: dict[str, Any] = dict(_spec or {})
+        self._stop_requested = False
+        #: Why the last :meth:`optimize` call stopped proposing (``None`` before one ran).
+        self.stop_reason: str | None = None
 
         if _readonly:
             self.sampler: Sampler | None = None
@@ -502,8 +504,8 @@ class Study:
 
     def optimize(self, objective: ObjectiveFn, n_trials: int, batch_size: int = 1,
                  executor: str | Executor = "local", timeout_s: float | None = None,
-                 show_progress: bool | None = None, *, asynchronous: bool = True
-                 ) -> list[TrialRecord]:
+                 show_progress: bool | None = None, *, asynchronous: bool = True,
+                 callbacks: Sequence[Callback] = ()) -> list[TrialRecord]:
         """Run ``n_trials`` more trials.
 
         With an executor that runs several trials at once (``"processes"``,
@@ -531,22 +533,28 @@ class Study:
             show_progress: A progress bar (default: when stderr is a terminal).
             asynchronous: Propose a new trial whenever a slot frees (default),
                 or wait for each full batch.
+            callbacks: Functions called as ``callback(study, record)`` after each
+                trial is saved, in order (Optuna's shape; e.g.
+                ``ecopt.integrations.mlflow.MLflowLogger``). A callback that
+                raises is logged and skipped: it never loses a trial. Call
+                :meth:`stop` from one to end the call early.
 
         Returns:
-            The records of the trials this call ran.
+            The records of the trials this call ran. Why the call stopped
+            proposing is in :attr:`stop_reason`.
 
         Raises:
             ValueError: for ``n_trials < 1`` or ``batch_size < 1``, or an
                 objective the executor cannot send to its workers (unpicklable),
                 before any trial starts.
             ExecutorLostError: the executor went away (the Dask scheduler
-                stopped); trials in flight were recorded as failed
-                (``Interrupted``) first, so the log is complete and the study
-                can be resumed.
-            KeyboardInterrupt: re-raised after running trials are recorded as
-                failed (``Interrupted``), so the log stays complete.
+                stopped); trials that had finished were recorded with their
+                results and those in flight as failed (``Interrupted``), so the
+                log is complete and the study can be resumed.
+            KeyboardInterrupt: re-raised after finished trials are recorded with
+                their results and running ones as failed (``Interrupted``).
         """
-        from ecopt.executors import ExecutorLostError
+        from ecopt._optimize import OptimizeLoop
 
         self._require_writable()
         if not callable(objective):
@@ -556,6 +564,11 @@ class Study:
                 raise ValueError(f"{what} >= 1 must hold, got {what}={v!r}")
         if timeout_s is not None and not timeout_s > 0:
             raise ValueError(f"timeout_s > 0 must hold, got {timeout_s}")
+        callbacks = list(callbacks)
+        for cb in callbacks:
+            if not callable(cb):
+                raise ValueError(f"each callback must be callable as callback(study, record), "
+                                 f"got {cb!r}")
         ex = get_executor(executor)
         owns_executor = not isinstance(executor, Executor)
         try:
@@ -564,86 +577,21 @@ class Study:
             if owns_executor:
                 ex.close()
             raise
-        from ecopt.progress import Progress
+        from ecopt.report.progress import Progress
 
         progress = Progress(self, n_trials, enabled=show_progress)
-        t0 = time.monotonic()
-        done: list[TrialRecord] = []
-        in_flight: dict[Future[TrialOutcome], Trial] = {}
-        to_start = n_trials
-
-        def finish(t: Trial, out: TrialOutcome) -> None:
-            rec = self.tell(t, outcome=out)
-            done.append(rec)
-            progress.update(rec)
-
-        def interrupt(trials: list[Trial], why: str) -> None:
-            for t in sorted(trials, key=lambda t: t.number):
-                if t.number in self._running:
-                    finish(t, TrialOutcome(t.number, None, {}, {}, {}, {}, t.started_at,
-                                           t.duration_s(), ErrorInfo("Interrupted", why, "")))
-
-        def executor_lost(lost: ExecutorLostError, trials: list[Trial]) -> ExecutorLostError:
-            interrupt(trials, f"the executor was lost: {lost}")
-            in_flight.clear()
-            where = f"the log in {str(self.path)!r} is complete" if self.path else \
-                "this in-memory study keeps its records"
-            return ExecutorLostError(
-                f"{lost}; {len(trials)} trial(s) in flight were recorded as failed "
-                f"(Interrupted) and {where}. Bring the scheduler back (or use another executor), "
-                "re-open the study with the same storage and call optimize() again to resume"
-            )
-
+        self._stop_requested = False
+        loop = OptimizeLoop(self, objective, n_trials, batch_size, ex, timeout_s, progress,
+                            asynchronous, callbacks)
         try:
-            while to_start > 0 or in_flight:
-                if timeout_s is not None and time.monotonic() - t0 > timeout_s:
-                    to_start = 0
-                free = ex.slots - len(in_flight)
-                if to_start > 0 and free > 0 and (asynchronous or not in_flight):
-                    asked = self.ask(min(batch_size, to_start, free))
-                    trials = asked if isinstance(asked, list) else [asked]
-                    if not trials:
-                        log.warning("the sampler has nothing left to propose; stopping")
-                        to_start = 0
-                        continue
-                    to_start -= len(trials)
-                    for i, t in enumerate(trials):
-                        try:
-                            in_flight[ex.submit(objective, t)] = t
-                        except ExecutorLostError as exc:
-                            raise executor_lost(exc, list(in_flight.values()) + trials[i:]) \
-                                from exc
-                    if asynchronous and to_start > 0 and ex.slots > len(in_flight) \
-                            and not any(f.done() for f in in_flight):
-                        # Fill every free slot before waiting, unless results are already
-                        # in (the local executor runs inline): the sampler must see them.
-                        continue
-                if not in_flight:
-                    continue
-                finished, _ = wait(list(in_flight), timeout=1.0, return_when=FIRST_COMPLETED)
-                lost: ExecutorLostError | None = None
-                for fut in sorted(finished, key=lambda f: in_flight[f].number):
-                    t = in_flight.pop(fut)
-                    try:
-                        out = fut.result()
-                    except ExecutorLostError as exc:
-                        lost = exc
-                        in_flight[fut] = t
-                        continue
-                    except Exception as exc:  # the executor could not run it
-                        out = TrialOutcome(t.number, None, {}, {}, {}, {}, t.started_at,
-                                           t.duration_s(), ErrorInfo.from_exception(exc))
-                    finish(t, out)
-                if lost is not None:
-                    raise executor_lost(lost, list(in_flight.values())) from lost
-        except KeyboardInterrupt:
-            interrupt(list(in_flight.values()), "stopped by KeyboardInterrupt")
-            self._interrupt_running("stopped by KeyboardInterrupt")
-            raise
+            done = loop.run()
         finally:
+            self.stop_reason = loop.stop_reason
+            self._stop_requested = False
             progress.close()
             if owns_executor:
                 ex.close()
+        log.info("optimize stopped: %s (%d trials run)", loop.stop_reason, len(done))
         from ecopt.executors.overlap import shared_host_energy_note
 
         note = shared_host_energy_note(done)
@@ -651,18 +599,20 @@ class Study:
             log.warning(note)
         return done
 
+    def stop(self) -> None:
+        """Ask a running :meth:`optimize` to start no new trial (those in flight finish).
+
+        Safe to call from a callback or from another thread.
+        """
+        self._stop_requested = True
+
     # -- results -------------------------------------------------------------
     @property
     def directions(self) -> list[str]:
         return [o.direction for o in self.objectives]
 
     def _front_records(self) -> list[TrialRecord]:
-        ok = [r for r in self._records if r.state is TrialState.COMPLETE and r.feasible]
-        if not ok:
-            return []
-        Y = np.array([[r.values[o.name] for o in self.objectives] for r in ok])
-        mask = pareto.non_dominated(Y, self.directions)
-        return [r for r, m in zip(ok, mask) if m]
+        return pareto.front_records(self._records, self.objectives)
 
     def best_trials(self) -> list[TrialRecord]:
         """The non-dominated, complete, constraint-satisfying trials."""
@@ -673,15 +623,8 @@ class Study:
 
         Returns ``None`` when a threshold is missing and no trial completed yet.
         """
-        thr = [o.threshold for o in self.objectives]
-        if all(t is not None for t in thr):
-            return [float(t) for t in thr]  # type: ignore[arg-type]
-        ok = [r for r in self._records if r.state is TrialState.COMPLETE and r.feasible]
-        if not ok:
-            return None
-        Y = np.array([[r.values[o.name] for o in self.objectives] for r in ok])
-        inferred = pareto.infer_reference_point(Y, directions=self.directions)
-        return [float(t) if t is not None else float(v) for t, v in zip(thr, inferred)]
+        ref = pareto.study_reference_point(self._records, self.objectives)
+        return None if ref is None else list(ref)
 
     def hypervolume(self, ref_point: Sequence[float] | None = None) -> float:
         """Hypervolume of the observed front against ``ref_point`` (default :meth:`reference_point`)."""
@@ -689,18 +632,18 @@ class Study:
         ref = list(ref_point) if ref_point is not None else self.reference_point()
         if not front or ref is None:
             return 0.0
-        Y = np.array([[r.values[o.name] for o in self.objectives] for r in front])
-        return pareto.hypervolume(Y, ref, self.directions)
+        return pareto.hypervolume(pareto.objective_matrix(front, self.objectives), ref,
+                                  self.directions)
 
     def trials_dataframe(self) -> Any:
         """Every finished trial as a pandas DataFrame (columns in docs/api.md)."""
-        from ecopt.frames import trials_dataframe
+        from ecopt.report.frames import trials_dataframe
 
         return trials_dataframe(self._records, self.space, self.objectives, self.constraints)
 
     def pareto_front(self) -> Any:
         """The non-dominated complete feasible trials as a DataFrame (same columns)."""
-        from ecopt.frames import trials_dataframe
+        from ecopt.report.frames import trials_dataframe
 
         return trials_dataframe(self._front_records(), self.space, self.objectives,
                                 self.constraints)

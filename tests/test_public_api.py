@@ -10,7 +10,7 @@ import ecopt
 EXPECTED = {
     "__version__", "SearchSpace", "Float", "Int", "Categorical", "Fixed", "Objective",
     "Constraint", "Study", "load_study", "Trial", "TrialRecord", "TrialState", "Sampler", "Meter",
-    "Measurement", "EcoptError", "Infeasible", "MeterError", "MeterUnavailableError",
+    "Measurement", "EcoptError", "ExecutorLostError", "Infeasible", "MeterError", "MeterUnavailableError",
     "NotAStudyError", "SpecMismatchError", "StudyLockedError", "DaskExecutor", "pareto",
     "samplers", "meters", "plot",
 }

@@ -16,7 +16,7 @@ import pytest
 
 import ecopt
 from ecopt.report import build_report
-from ecopt.report_html import CSP, render_html, write_report
+from ecopt.report.html import CSP, render_html, write_report
 
 pytest.importorskip("matplotlib")
 from PIL import Image  # noqa: E402

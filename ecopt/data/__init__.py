@@ -42,13 +42,13 @@ _WHERE = {
                     "loader"),
     **dict.fromkeys(["make_insurance", "write_insurance", "make_movielens", "write_movielens",
                      "MOVIELENS_1M", "make_image_folder", "ImageFolder"], "datasets"),
-    **dict.fromkeys(["Diagnosis", "StageReport", "Recommendation"], "profile"),
+    **dict.fromkeys(["Diagnosis", "StageReport", "Recommendation"], "profiler"),
 }
 
 
 def profile(*args: Any, **kwargs: Any) -> Any:
-    """Diagnose an input pipeline; see :func:`ecopt.data.profile.profile`."""
-    from ecopt.data.profile import profile as _profile
+    """Diagnose an input pipeline; see :func:`ecopt.data.profiler.profile`."""
+    from ecopt.data.profiler import profile as _profile
 
     return _profile(*args, **kwargs)
 

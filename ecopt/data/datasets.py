@@ -226,10 +226,6 @@ def make_image_folder(root: str | Path, n_classes: int = 3, images_per_class: in
     return root
 
 
-def _decode(size: int) -> Any:
-    return _Decode(size)
-
-
 class _Decode:
     """Open an image file, convert to RGB, resize (a picklable stage)."""
 

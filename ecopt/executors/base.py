@@ -26,7 +26,7 @@ from concurrent.futures import Future
 from dataclasses import replace
 from typing import Any
 
-from ecopt.errors import EcoptError
+from ecopt.errors import ExecutorLostError
 from ecopt.trial import ErrorInfo, Trial, TrialOutcome, run_objective
 
 __all__ = [
@@ -44,16 +44,6 @@ __all__ = [
 WORKER_LOST = "WorkerLost"
 #: Error type of a trial that ran longer than the executor's ``trial_timeout_s``.
 TRIAL_TIMEOUT = "TrialTimeout"
-
-
-class ExecutorLostError(EcoptError):
-    """The executor as a whole went away (e.g. the Dask scheduler stopped).
-
-    Raised by :meth:`ecopt.Study.optimize` after every trial in flight was
-    recorded as failed (``Interrupted``). The trial log is complete: restart the
-    scheduler (or pick another executor), re-open the study with the same
-    storage directory and call ``optimize`` again to resume.
-    """
 
 
 def _now_iso() -> str:

@@ -37,7 +37,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-from ecopt.errors import EcoptError
+from ecopt.errors import DaskUnavailableError
 from ecopt.executors.base import (
     TRIAL_TIMEOUT,
     WORKER_LOST,
@@ -54,10 +54,6 @@ __all__ = ["DaskExecutor", "DaskUnavailableError"]
 log = logging.getLogger("ecopt")
 
 _INSTALL_HINT = "pip install 'ecopt[distributed]' (or: pip install 'dask[distributed]')"
-
-
-class DaskUnavailableError(EcoptError):
-    """Dask distributed is not installed, or its scheduler cannot be reached."""
 
 
 def _run_on_worker(objective: Callable[[Trial], Any], trial: Trial,

@@ -46,6 +46,7 @@ import numpy as np
 
 from ecopt import pareto
 from ecopt.objective import Constraint, Objective
+from ecopt.report.fmt import fmt_number
 from ecopt.trial import TrialRecord, TrialState
 
 if TYPE_CHECKING:
@@ -201,25 +202,17 @@ class Payback:
         est = " (estimated)" if self.estimated else ""
         n = self.items_to_recover
         if n is None:
-            return (f"Trial {self.best_trial} uses {_fmt(self.best_j_per_item)} J{est} per "
+            return (f"Trial {self.best_trial} uses {fmt_number(self.best_j_per_item)} J{est} per "
                     f"{self.phase} item, no less than baseline trial {self.baseline_trial} "
-                    f"({_fmt(self.baseline_j_per_item)} J{est}): the search's "
-                    f"{_fmt(self.search_energy_j)} J{est} are never recovered in this phase.")
-        return (f"The search spent {_fmt(self.search_energy_j)} J{est}. Running trial "
-                f"{self.best_trial} ({_fmt(self.best_j_per_item)} J per {self.phase} item) "
+                    f"({fmt_number(self.baseline_j_per_item)} J{est}): the search's "
+                    f"{fmt_number(self.search_energy_j)} J{est} are never recovered in this phase.")
+        return (f"The search spent {fmt_number(self.search_energy_j)} J{est}. Running trial "
+                f"{self.best_trial} ({fmt_number(self.best_j_per_item)} J per {self.phase} item) "
                 f"instead of baseline trial {self.baseline_trial} "
-                f"({_fmt(self.baseline_j_per_item)} J per item) saves "
-                f"{_fmt(self.saving_j_per_item)} J{est} per item: the search is recovered "
-                f"after {_fmt(math.ceil(n))} {self.phase} items.")
+                f"({fmt_number(self.baseline_j_per_item)} J per item) saves "
+                f"{fmt_number(self.saving_j_per_item)} J{est} per item: the search is recovered "
+                f"after {fmt_number(math.ceil(n))} {self.phase} items.")
 
-
-def _fmt(v: float | None) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, (int, np.integer)) or (isinstance(v, float) and v.is_integer()
-                                             and abs(v) < 1e15):
-        return f"{int(v):,}"
-    return f"{v:.4g}"
 
 
 @dataclass(frozen=True)
@@ -479,22 +472,8 @@ def _sanitize(records: Sequence[TrialRecord], objectives: Sequence[Objective]
     return out, warns
 
 
-def _reference_point(records: Sequence[TrialRecord], objectives: Sequence[Objective]
-                     ) -> tuple[float, ...] | None:
-    """Thresholds, inferred where missing (the rule of :meth:`Study.reference_point`)."""
-    thr = [o.threshold for o in objectives]
-    if all(t is not None for t in thr):
-        return tuple(float(t) for t in thr)  # type: ignore[arg-type]
-    ok = _ok(records)
-    if not ok:
-        return None
-    Y = _matrix(ok, [o.name for o in objectives])
-    inferred = pareto.infer_reference_point(Y, directions=[o.direction for o in objectives])
-    return tuple(float(t) if t is not None else float(v) for t, v in zip(thr, inferred))
-
-
 def _ok(records: Sequence[TrialRecord]) -> list[TrialRecord]:
-    return [r for r in records if r.state is TrialState.COMPLETE and r.feasible]
+    return pareto.feasible_complete(records)
 
 
 def _matrix(records: Sequence[TrialRecord], names: Sequence[str]) -> np.ndarray:
@@ -503,16 +482,11 @@ def _matrix(records: Sequence[TrialRecord], names: Sequence[str]) -> np.ndarray:
 
 
 def _front_numbers(records: Sequence[TrialRecord], objectives: Sequence[Objective]) -> tuple[int, ...]:
-    ok = _ok(records)
-    if not ok:
-        return ()
-    names = [o.name for o in objectives]
-    dirs = [o.direction for o in objectives]
-    Y = _matrix(ok, names)
-    mask = pareto.non_dominated(Y, dirs)
-    front = [r for r, m in zip(ok, mask) if m]
-    sign = 1.0 if dirs[0] == "max" else -1.0
-    front.sort(key=lambda r: (sign * r.values[names[0]], r.number))
+    """Front trial numbers, ordered along the first objective (worst to best)."""
+    front = pareto.front_records(records, objectives)
+    name = objectives[0].name
+    sign = 1.0 if objectives[0].direction == "max" else -1.0
+    front.sort(key=lambda r: (sign * r.values[name], r.number))
     return tuple(r.number for r in front)
 
 
@@ -698,12 +672,13 @@ def build_report(source: Study | str | Path, *, baseline: int | None = None,
         ref: tuple[float, ...] | None = given
         inferred = tuple(False for _ in objectives)
     else:
-        ref = _reference_point(records, objectives)
+        ref = pareto.study_reference_point(records, objectives)
         inferred = tuple(o.threshold is None for o in objectives)
 
     front = _front_numbers(records, objectives)
     ok = _ok(records)
-    hv = (pareto.hypervolume(_matrix([r for r in ok if r.number in front], names), list(ref), dirs)
+    on_front = set(front)
+    hv = (pareto.hypervolume(_matrix([r for r in ok if r.number in on_front], names), list(ref), dirs)
           if ref is not None and front else 0.0)
     series = hypervolume_series(records, objectives, ref)
 
@@ -897,18 +872,15 @@ def build_compare(sources: Sequence[Study | str | Path],
     else:
         # Every study's own front counts (not only the union's): the point sits
         # just below the worst front point of any study, so no front is cut off.
-        fronts = [r for (st, _), (recs, _) in zip(loaded, cleaned) for r in _ok(recs)
-                  if r.number in _front_numbers(recs, st.objectives)]
+        fronts = [r for (st, _), (recs, _) in zip(loaded, cleaned)
+                  for r in pareto.front_records(recs, st.objectives)]
         thr: list[float | None] = []
         for i in range(len(names)):
             ts = {st.objectives[i].threshold for st, _ in loaded}
             thr.append(ts.pop() if len(ts) == 1 else None)
         if fronts:
-            Z = pareto.to_maximization(_matrix(fronts, names), dirs)
-            nadir, ideal = Z.min(axis=0), Z.max(axis=0)
-            span = np.where(ideal > nadir, ideal - nadir,
-                            np.where(np.abs(nadir) > 0, np.abs(nadir), 1.0))
-            inferred = pareto.to_maximization((nadir - 0.1 * span).reshape(1, -1), dirs)[0]
+            inferred = pareto.infer_reference_point(_matrix(fronts, names), directions=dirs,
+                                                    front_only=False)
             ref = tuple(float(t) if t is not None else float(v) for t, v in zip(thr, inferred))
         elif all(t is not None for t in thr):
             ref = tuple(float(t) for t in thr)  # type: ignore[arg-type]

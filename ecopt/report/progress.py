@@ -25,6 +25,7 @@ import os
 import sys
 from typing import IO, TYPE_CHECKING, Any
 
+from ecopt.report.fmt import fmt_number
 from ecopt.trial import TrialRecord, TrialState
 
 if TYPE_CHECKING:
@@ -93,13 +94,13 @@ class Progress:
         """``"12.3 J"``, ``"12.3 J (estimated)"`` or ``"n/a"``."""
         if not self.has_energy:
             return "n/a"
-        return f"{self.energy_j:.4g} J" + ("" if self.measured else " (estimated)")
+        return f"{fmt_number(self.energy_j)} J" + ("" if self.measured else " (estimated)")
 
     def postfix(self) -> str:
         """The text shown after the bar."""
         hv = self.study.hypervolume()
         front = len(self.study.best_trials())
-        return f"hv={hv:.4g} front={front} energy={self.energy_label} failed={self.failed}"
+        return f"hv={fmt_number(hv)} front={front} energy={self.energy_label} failed={self.failed}"
 
     def update(self, record: TrialRecord) -> None:
         """Account for one finished trial."""

@@ -28,7 +28,6 @@ import argparse
 import math
 import os
 import sys
-import types
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -624,14 +623,3 @@ def cli_main(args: argparse.Namespace) -> int:
         print(diag.to_text())
     return 0
 
-
-class _CallableModule(types.ModuleType):
-    """Importing ``ecopt.data.profile`` (the module) rebinds ``ecopt.data.profile`` from the
-    function to this module; making the module callable keeps ``ecopt.data.profile(...)``
-    working either way."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Diagnosis:
-        return profile(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
