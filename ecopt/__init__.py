@@ -27,13 +27,14 @@ from ecopt.errors import (
     NotAStudyError,
     SpecMismatchError,
     StudyLockedError,
+    TrialPruned,
 )
 from ecopt.meters.base import Measurement, Meter
 from ecopt.objective import Constraint, Objective
 from ecopt.samplers.base import Sampler
 from ecopt.space import Categorical, Fixed, Float, Int, SearchSpace
 from ecopt.study import Study, load_study
-from ecopt.trial import Trial, TrialRecord, TrialState
+from ecopt.trial import Intermediate, Trial, TrialRecord, TrialState
 
 __all__ = [
     "__version__",
@@ -60,6 +61,9 @@ __all__ = [
     "NotAStudyError",
     "SpecMismatchError",
     "StudyLockedError",
+    "TrialPruned",
+    "Intermediate",
+    "pruners",
     "DaskExecutor",
     "pareto",
     "samplers",
@@ -68,7 +72,7 @@ __all__ = [
 ]
 
 _LAZY_MODULES = {"pareto", "samplers", "meters", "plot", "executors", "data", "workloads", "report",
-                 "energy"}
+                 "energy", "pruners", "integrations"}
 
 
 def __getattr__(name: str) -> Any:

@@ -60,3 +60,17 @@ class Infeasible(Exception):
         ...     if trial.params["batch_size"] > 512:
         ...         raise ecopt.Infeasible("batch does not fit in VRAM")
     """
+
+
+class TrialPruned(Exception):
+    """Raise from an objective to stop a trial early on purpose (Optuna's convention).
+
+    The trial is recorded ``pruned`` with its last reported values
+    (:meth:`ecopt.Trial.report`) and the energy it spent; it never enters the
+    front. Raise it when :meth:`ecopt.Trial.should_stop` returns ``True``.
+
+    Example:
+        >>> trial.report(epoch, {"accuracy": acc})
+        >>> if trial.should_stop():
+        ...     raise ecopt.TrialPruned()
+    """

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ecopt.errors import NotAStudyError, StudyLockedError
-from ecopt.trial import TrialRecord
+from ecopt.trial import Intermediate, TrialRecord
 
 __all__ = ["StudyStorage", "read_jsonl", "STUDY_FILE", "TRIALS_FILE", "RUNNING_FILE"]
 
@@ -233,6 +233,11 @@ class StudyStorage:
         """Note that a trial started (so a crash cannot lose it)."""
         self._append(RUNNING_FILE, {"number": number, "params": params, "proposed_by": proposed_by,
                                     "proposal": proposal, "started_at": started_at})
+
+    def mark_report(self, number: int, report: Intermediate, phases: dict[str, Any]) -> None:
+        """Note a running trial's intermediate report (and its phases so far)."""
+        self._append(RUNNING_FILE, {"number": number, "report": report.to_dict(),
+                                    "phases": phases})
 
     def read_records(self) -> list[TrialRecord]:
         """Every finished trial, in file order; bad lines skipped with a warning."""

@@ -24,14 +24,23 @@ import numpy as np
 
 from ecopt import pareto
 from ecopt._version import __version__
-from ecopt.errors import EcoptError, SpecMismatchError
+from ecopt.errors import EcoptError, SpecMismatchError, TrialPruned
 from ecopt.executors import Executor, get_executor
 from ecopt.meters import Meter, get_meter
 from ecopt.objective import Constraint, Objective, validate_objectives
 from ecopt.samplers import Proposal, Sampler, get_sampler
 from ecopt.space import SearchSpace
 from ecopt.storage import StudyStorage
-from ecopt.trial import ErrorInfo, Trial, TrialOutcome, TrialRecord, TrialState
+from ecopt.pruners import Pruner, get_pruner
+from ecopt.trial import (
+    ErrorInfo,
+    Intermediate,
+    Trial,
+    TrialOutcome,
+    TrialRecord,
+    TrialState,
+    interrupted_record,
+)
 
 __all__ = ["Study", "load_study"]
 
@@ -67,6 +76,10 @@ class Study:
             trial (recorded in ``study.json`` under ``"idle"``; kept on resume).
         subtract_idle: Subtract idle power x duration from every phase's
             energy; raw joules stay in each measurement's ``extras``.
+        pruner: Early stopping of trials that report a learning curve
+            (:meth:`Trial.report`): ``None`` (default, no pruning), a name
+            (``"hyperband"``, ``"dominance"``) or an
+            :class:`~ecopt.pruners.Pruner`. See docs/energy-aware-search.md.
 
     Raises:
         ValueError: for bad arguments (unknown sampler or meter name, bad
@@ -91,6 +104,7 @@ class Study:
         *,
         idle_s: float = 0.0,
         subtract_idle: bool = False,
+        pruner: str | Pruner | None = None,
         _readonly: bool = False,
         _spec: Mapping[str, Any] | None = None,
     ) -> None:
@@ -121,12 +135,16 @@ class Study:
         if _readonly:
             self.sampler: Sampler | None = None
             self.meter: Meter | None = None
+            self.pruner: Pruner | None = None
             self.name = name or self.spec.get("name") or ""
             self.idle: dict[str, Any] | None = self.spec.get("idle")
             return
 
         self.sampler = get_sampler(sampler)
         self.sampler.bind(self.objectives, self.constraints, self.seed)
+        self.pruner = get_pruner(pruner)
+        if self.pruner is not None:
+            self.pruner.bind(self.objectives, self.constraints)
         self.meter = get_meter(meter)
         self.name = name or (Path(storage).name if storage is not None else "study")
 
@@ -165,6 +183,7 @@ class Study:
             "opened_at": _now_iso(),
             "sampler": self.sampler.describe(),
             "meter": self.meter.describe(),
+            "pruner": self.pruner.describe() if self.pruner is not None else None,
             "seed": self.seed,
             "ecopt_version": __version__,
         }
@@ -191,6 +210,7 @@ class Study:
             spec.setdefault("sessions", []).append(self._session_facts())
             spec["sampler"] = self.sampler.describe()  # type: ignore[union-attr]
             spec["meter"] = self.meter.describe()  # type: ignore[union-attr]
+            spec["pruner"] = self.pruner.describe() if self.pruner is not None else None
             st.write_spec(spec)
             self.name = spec.get("name", self.name)
             self.spec = spec
@@ -202,6 +222,7 @@ class Study:
                 **self._spec_core(),
                 "sampler": self.sampler.describe(),  # type: ignore[union-attr]
                 "meter": self.meter.describe(),  # type: ignore[union-attr]
+                "pruner": self.pruner.describe() if self.pruner is not None else None,
                 "seed": self.seed,
                 "ecopt_version": __version__,
                 "host": host_facts(),
@@ -226,24 +247,22 @@ class Study:
         self._records = st.read_records()
         finished = {r.number for r in self._records}
         numbers = set(finished)
+        started: dict[int, dict[str, Any]] = {}
+        reports: dict[int, list[dict[str, Any]]] = {}
         for run in st.read_running():
             try:
                 num = int(run["number"])
             except (KeyError, TypeError, ValueError):
                 continue
             numbers.add(num)
+            if "report" in run:
+                reports.setdefault(num, []).append(run)
+            else:
+                started.setdefault(num, run)
+        for num in sorted(set(started) | set(reports)):
             if num in finished:
                 continue
-            rec = TrialRecord(
-                number=num,
-                state=TrialState.FAILED,
-                params=dict(run.get("params") or {}),
-                started_at=str(run.get("started_at", "")),
-                proposed_by=str(run.get("proposed_by", "user")),
-                proposal=dict(run.get("proposal") or {}),
-                error=ErrorInfo("Interrupted", "the process running this trial stopped before "
-                                "it finished (killed or crashed); recorded on resume"),
-            )
+            rec = interrupted_record(num, started.get(num, {}), reports.get(num, []))
             st.append_record(rec)
             self._records.append(rec)
             finished.add(num)
@@ -347,6 +366,10 @@ class Study:
         for p in proposals:
             params_ok = self.space.validate(p.params)
             trial = Trial(self._next_number, params_ok, self.meter, p.proposed_by, p.info)
+            if self.pruner is not None:
+                trial._pruning = (self.pruner, self._records)
+            if self._storage is not None:
+                trial._report_sink = self._save_report
             self._next_number += 1
             if self._storage is not None:
                 self._storage.mark_running(trial.number, trial.params, trial.proposed_by,
@@ -358,6 +381,12 @@ class Study:
                 raise EcoptError("the sampler has nothing left to propose (grid exhausted?)")
             return trials[0]
         return trials
+
+    def _save_report(self, trial: Trial, point: Intermediate) -> None:
+        """Keep an intermediate report on disk as it is made (an interrupted trial keeps its curve)."""
+        if self._storage is not None and trial.number in self._running:
+            self._storage.mark_report(trial.number, point,
+                                      {k: v.to_dict() for k, v in trial.phases.items()})
 
     def _validate_values(self, returned: Any, metrics: Mapping[str, float]
                          ) -> tuple[dict[str, float], dict[str, float]]:
@@ -407,7 +436,8 @@ class Study:
         return values, out_metrics
 
     def tell(self, trial: Trial | int, values: Any = None, *,
-             outcome: TrialOutcome | None = None, state: TrialState | None = None) -> TrialRecord:
+             outcome: TrialOutcome | None = None, state: TrialState | str | None = None
+             ) -> TrialRecord:
         """Finish a trial and append it to the log.
 
         Args:
@@ -416,17 +446,29 @@ class Study:
                 or the exception it raised.
             outcome: A full :class:`~ecopt.trial.TrialOutcome` from an executor
                 (instead of ``values``).
-            state: Force ``failed``/``infeasible`` (with ``values`` an
-                exception or ``None``).
+            state: Force ``"failed"``, ``"infeasible"`` or ``"pruned"`` (a
+                :class:`TrialState` or its value; with ``values`` an exception
+                or ``None``). ``"pruned"`` keeps the trial's last reported values.
 
         Returns:
             The stored :class:`TrialRecord`. Invalid values (missing or extra
             names, NaN, non-numbers) make a ``failed`` record, never an error.
 
         Raises:
-            ValueError: when the trial is not running in this study.
+            ValueError: when the trial is not running in this study, or for a
+                ``state`` other than those above.
         """
         self._require_writable()
+        if state is not None:
+            try:
+                state = TrialState(state)
+            except ValueError:
+                raise ValueError(f"state must be one of 'failed', 'infeasible', 'pruned' or None, "
+                                 f"got {state!r}") from None
+            if state in (TrialState.RUNNING, TrialState.COMPLETE):
+                raise ValueError(f"state must be one of 'failed', 'infeasible', 'pruned' or None "
+                                 f"(a trial is complete when its values are valid), got "
+                                 f"{state.value!r}")
         number = trial if isinstance(trial, int) else trial.number
         live = self._running.get(number)
         if live is None:
@@ -438,11 +480,13 @@ class Study:
                 outcome = TrialOutcome(number, None, dict(live.phases), dict(live.metrics),
                                        dict(live.noise), dict(live.user_attrs), live.started_at,
                                        live.duration_s(), ErrorInfo.from_exception(values),
-                                       is_out_of_memory(values))
+                                       is_out_of_memory(values),
+                                       intermediate=tuple(live.intermediate),
+                                       pruned=isinstance(values, TrialPruned))
             else:
                 outcome = TrialOutcome(number, values, dict(live.phases), dict(live.metrics),
                                        dict(live.noise), dict(live.user_attrs), live.started_at,
-                                       live.duration_s())
+                                       live.duration_s(), intermediate=tuple(live.intermediate))
         record = self._record_from(live, outcome, state)
         del self._running[number]
         if self._storage is not None:
@@ -459,7 +503,15 @@ class Study:
         values: dict[str, float] = {}
         metrics = dict(out.metrics)
         error = out.error
-        if state is TrialState.INFEASIBLE or (state is None and out.infeasible):
+        intermediate = tuple(out.intermediate) or tuple(live.intermediate)
+        if state is TrialState.PRUNED or (state is None and out.pruned):
+            st = TrialState.PRUNED
+            names = {o.name for o in self.objectives}
+            if intermediate:
+                values = {k: v for k, v in intermediate[-1].values.items() if k in names}
+            if error is None or error.type != "TrialPruned":
+                error = ErrorInfo("TrialPruned", "marked pruned by tell()", "")
+        elif state is TrialState.INFEASIBLE or (state is None and out.infeasible):
             st = TrialState.INFEASIBLE
         elif state is TrialState.FAILED or error is not None:
             st = TrialState.FAILED
@@ -493,6 +545,7 @@ class Study:
             device=out.device,
             noise=dict(out.noise),
             user_attrs=dict(out.user_attrs),
+            intermediate=intermediate,
         )
 
     def _interrupt_running(self, why: str) -> None:
@@ -500,7 +553,7 @@ class Study:
             self.tell(t, outcome=TrialOutcome(
                 t.number, None, dict(t.phases), dict(t.metrics), dict(t.noise),
                 dict(t.user_attrs), t.started_at, t.duration_s(),
-                ErrorInfo("Interrupted", why, "")))
+                ErrorInfo("Interrupted", why, ""), intermediate=tuple(t.intermediate)))
 
     def optimize(self, objective: ObjectiveFn, n_trials: int, batch_size: int = 1,
                  executor: str | Executor = "local", timeout_s: float | None = None,

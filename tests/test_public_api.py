@@ -11,8 +11,8 @@ EXPECTED = {
     "__version__", "SearchSpace", "Float", "Int", "Categorical", "Fixed", "Objective",
     "Constraint", "Study", "load_study", "Trial", "TrialRecord", "TrialState", "Sampler", "Meter",
     "Measurement", "EcoptError", "ExecutorLostError", "Infeasible", "MeterError", "MeterUnavailableError",
-    "NotAStudyError", "SpecMismatchError", "StudyLockedError", "DaskExecutor", "pareto",
-    "samplers", "meters", "plot",
+    "NotAStudyError", "SpecMismatchError", "StudyLockedError", "TrialPruned", "Intermediate",
+    "DaskExecutor", "pareto", "samplers", "meters", "plot", "pruners",
 }
 
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any

@@ -230,7 +230,7 @@ def show_text(data: ReportData) -> str:
     c = data.counts
     out.append(f"trials: {len(data.records)} finished: {c['complete']} complete, "
                f"{c['violates_constraints']} broke a constraint, {c['failed']} failed, "
-               f"{c['infeasible']} infeasible"
+               f"{c['infeasible']} infeasible, {c.get('pruned', 0)} pruned"
                + (f"; started but unfinished: {list(data.unfinished)}" if data.unfinished else ""))
     est = " (estimated)" if data.energy_estimated else ""
     out.append(f"search energy: {fmt_number(data.search_energy_j)} J{est} over "

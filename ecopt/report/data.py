@@ -314,7 +314,7 @@ class ReportData:
         return [by_num[n] for n in self.front]
 
     def kind(self, record: TrialRecord) -> str:
-        """``front``, ``complete``, ``violates constraints``, ``failed`` or ``infeasible``."""
+        """``front``, ``complete``, ``violates constraints``, ``failed``, ``infeasible`` or ``pruned``."""
         if record.state is TrialState.COMPLETE:
             if not record.feasible:
                 return "violates constraints"
@@ -694,12 +694,13 @@ def build_report(source: Study | str | Path, *, baseline: int | None = None,
     measured_any = any(p.measured for p in prov)
     search_j = float(sum(r.energy_j for r in records))
 
-    counts = {"complete": 0, "violates_constraints": 0, "failed": 0, "infeasible": 0}
+    counts = {"complete": 0, "violates_constraints": 0, "failed": 0, "infeasible": 0,
+              "pruned": 0}
     for r in records:
         if r.state is TrialState.COMPLETE:
             counts["complete" if r.feasible else "violates_constraints"] += 1
         else:
-            counts[r.state.value] += 1
+            counts[r.state.value] = counts.get(r.state.value, 0) + 1
 
     best: dict[str, int] = {}
     for o in objectives:

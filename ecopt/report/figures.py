@@ -69,6 +69,7 @@ _DOMINATED: dict[str, Any] = dict(color="#4a7fb5", s=22, alpha=0.75, zorder=3)
 _VIOLATES: dict[str, Any] = dict(facecolors="none", edgecolors="#888888", marker="s", s=30, zorder=2)
 _FAILED: dict[str, Any] = dict(color="#c0392b", marker="x", s=30, zorder=2)
 _INFEASIBLE: dict[str, Any] = dict(color="#8e44ad", marker="v", s=30, zorder=2)
+_PRUNED: dict[str, Any] = dict(facecolors="none", edgecolors="#4a7fb5", marker="D", s=22, zorder=2)
 _MAX_LISTED = 12
 
 
@@ -156,9 +157,10 @@ def _draw_guides(ax: Axes, data: ReportData, x: str, y: str) -> None:
 def _panel(ax: Axes, data: ReportData, x: str, y: str, legend: bool = True) -> int:
     """Draw every trial on (x, y); return how many points were drawn."""
     groups: dict[str, list[tuple[TrialRecord, float, float]]] = {
-        "front": [], "complete": [], "violates constraints": [], "failed": [], "infeasible": []}
+        "front": [], "complete": [], "violates constraints": [], "failed": [], "infeasible": [],
+        "pruned": []}
     unplotted: dict[str, list[int]] = {"failed": [], "infeasible": [], "complete": [],
-                                       "violates constraints": [], "front": []}
+                                       "violates constraints": [], "front": [], "pruned": []}
     for r in data.records:
         kind = data.kind(r)
         vx, vy = axis_values(data, x, r), axis_values(data, y, r)
@@ -167,11 +169,13 @@ def _panel(ax: Axes, data: ReportData, x: str, y: str, legend: bool = True) -> i
         else:
             unplotted[kind].append(r.number)
     drawn = 0
-    styles: dict[str, dict[str, Any]] = {"complete": _DOMINATED, "violates constraints": _VIOLATES, "failed": _FAILED,
-              "infeasible": _INFEASIBLE}
+    styles: dict[str, dict[str, Any]] = {
+        "complete": _DOMINATED, "violates constraints": _VIOLATES, "failed": _FAILED,
+        "infeasible": _INFEASIBLE, "pruned": _PRUNED}
     labels = {"complete": "dominated", "violates constraints": "breaks a constraint",
-              "failed": "failed", "infeasible": "infeasible (OOM...)"}
-    for kind in ("complete", "violates constraints", "failed", "infeasible"):
+              "failed": "failed", "infeasible": "infeasible (OOM...)",
+              "pruned": "pruned (last report)"}
+    for kind in ("complete", "violates constraints", "pruned", "failed", "infeasible"):
         pts = groups[kind]
         if pts:
             ax.scatter([p[1] for p in pts], [p[2] for p in pts], label=f"{labels[kind]} ({len(pts)})",

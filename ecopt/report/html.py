@@ -142,6 +142,7 @@ def _summary(data: ReportData) -> str:
         ("broke a constraint", c["violates_constraints"]),
         ("failed", c["failed"]),
         ("infeasible (out of memory...)", c["infeasible"]),
+        ("pruned (stopped early)", c.get("pruned", 0)),
         ("on the Pareto front", len(data.front)),
     ]
     if data.unfinished:
