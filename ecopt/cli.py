@@ -28,6 +28,7 @@ _HANDLERS: dict[str, tuple[str, str]] = {
     "compare": ("ecopt.report.cli", "compare_main"),
     "show": ("ecopt.report.cli", "show_main"),
     "profile": ("ecopt.data.profiler", "cli_main"),
+    "dashboard": ("ecopt.report.dashboard", "dashboard_main"),
 }
 
 
@@ -107,8 +108,21 @@ def _add_profile(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
+def _add_dashboard(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("dashboard", help="serve a live page of a (running) study on 127.0.0.1",
+                       description="Serve, on 127.0.0.1 only and read-only, a page that shows "
+                                   "the study while it runs: front, hypervolume over trials and "
+                                   "over energy, trials with states and energy sources. "
+                                   "Needs pip install 'ecopt[dashboard]'.")
+    p.add_argument("run_dir", help="study directory (may be written by a running study)")
+    p.add_argument("--port", type=int, default=8765, help="port on 127.0.0.1 (default 8765; "
+                   "0 picks a free one)")
+    p.add_argument("--refresh-s", type=float, default=2.0, dest="refresh_s",
+                   help="seconds between the page's refreshes (default 2)")
+
+
 _REGISTRARS: list[Callable[[argparse._SubParsersAction], None]] = [
-    _add_quickstart, _add_meters, _add_reports, _add_profile,
+    _add_quickstart, _add_meters, _add_reports, _add_profile, _add_dashboard,
 ]
 
 

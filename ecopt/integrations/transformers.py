@@ -182,8 +182,9 @@ class EcoptCallback(TrainerCallback):  # type: ignore[misc]
                 if f is None:
                     break
                 obj = f.f_locals.get("self")
-                if isinstance(obj, _Trainer) and any(
-                        cb is self for cb in getattr(obj, "callback_handler", obj).callbacks):
+                handler = getattr(obj, "callback_handler", None)
+                if isinstance(obj, _Trainer) and handler is not None and any(
+                        cb is self for cb in handler.callbacks):
                     self.attach(obj)
                     return
                 f = f.f_back
