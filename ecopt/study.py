@@ -558,7 +558,7 @@ class Study:
     def optimize(self, objective: ObjectiveFn, n_trials: int, batch_size: int = 1,
                  executor: str | Executor = "local", timeout_s: float | None = None,
                  show_progress: bool | None = None, *, asynchronous: bool = True,
-                 callbacks: Sequence[Callback] = ()) -> list[TrialRecord]:
+                 callbacks: Sequence[Callback] = (), live: bool = False) -> list[TrialRecord]:
         """Run ``n_trials`` more trials.
 
         With an executor that runs several trials at once (``"processes"``,
@@ -591,6 +591,10 @@ class Study:
                 ``ecopt.integrations.mlflow.MLflowLogger``). A callback that
                 raises is logged and skipped: it never loses a trial. Call
                 :meth:`stop` from one to end the call early.
+            live: In a Jupyter notebook, redraw the Pareto front in place (one
+                output) as each trial finishes (:class:`ecopt.report.live.LiveFront`,
+                a callback run after the others). Outside a notebook it does
+                nothing but warn.
 
         Returns:
             The records of the trials this call ran. Why the call stopped
@@ -622,6 +626,12 @@ class Study:
             if not callable(cb):
                 raise ValueError(f"each callback must be callable as callback(study, record), "
                                  f"got {cb!r}")
+        if live:
+            from ecopt.report.live import live_callback
+
+            front = live_callback()
+            if front is not None:
+                callbacks.append(front)
         ex = get_executor(executor)
         owns_executor = not isinstance(executor, Executor)
         try:
