@@ -23,14 +23,16 @@ from typing import Any, Literal
 
 from ecopt.trial import Trial, is_out_of_memory
 
-__all__ = ["PhaseSwitch", "batch_counts", "scalar_metrics", "Unit", "StepRule"]
+__all__ = ["PhaseSwitch", "MeteredCallback", "batch_counts", "scalar_metrics", "Unit",
+           "StepRule"]
 
 log = logging.getLogger("ecopt")
 
 #: What a phase's ``samples`` count: examples, or tokens (attention-mask ones).
 Unit = Literal["samples", "tokens"]
-#: How intermediate reports are numbered: epochs completed, or optimiser steps.
-StepRule = Literal["epoch", "global_step"]
+#: How intermediate reports are numbered: by the framework's schedule, epochs completed,
+#: or optimiser steps.
+StepRule = Literal["auto", "epoch", "global_step"]
 
 #: Metric names that describe the run's speed, not the model (left out of reports).
 _SPEED_SUFFIXES = ("_runtime", "_per_second", "_model_preparation_time")
@@ -277,6 +279,41 @@ class PhaseSwitch:
         if is_out_of_memory(exc):
             self.trial.set_user_attr("out_of_memory", {"phase": phase, **dict(where)})
             _free_cuda_cache()
+
+
+class MeteredCallback:
+    """What both framework callbacks hold: a :class:`PhaseSwitch` and the report settings.
+
+    A mixin placed before the framework's callback class
+    (``class EcoptCallback(MeteredCallback, TrainerCallback)``).
+
+    Raises:
+        ValueError: for a bad ``unit``, ``step`` or ``values_fn`` (see :class:`PhaseSwitch`).
+    """
+
+    def __init__(self, trial: Trial, *, unit: Unit = "samples",
+                 values_fn: Callable[[dict[str, float]], Mapping[str, float]] | None = None,
+                 step: StepRule = "auto", raise_pruned: bool = True) -> None:
+        if step not in ("auto", "epoch", "global_step"):
+            raise ValueError(f"step must be 'auto', 'epoch' or 'global_step', got {step!r}")
+        self.switch = PhaseSwitch(trial, unit, values_fn)
+        self.step_rule: StepRule = step
+        self.raise_pruned = bool(raise_pruned)
+        #: Whether a training run is going on (reports are made only then).
+        self._training = False
+
+    @property
+    def trial(self) -> Trial:
+        """The trial whose phases this callback meters."""
+        return self.switch.trial
+
+    @property
+    def pruned(self) -> bool:
+        """Whether the study's pruner stopped the last training run."""
+        return self.switch.pruned
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(trial={self.trial.number}, unit={self.switch.unit!r})"
 
 
 def _free_cuda_cache() -> None:

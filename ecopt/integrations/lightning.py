@@ -46,10 +46,10 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from typing import Any
 
 from ecopt.errors import TrialPruned
-from ecopt.integrations._metering import PhaseSwitch, Unit
+from ecopt.integrations._metering import MeteredCallback, StepRule, Unit
 from ecopt.trial import Trial
 
 try:
@@ -66,7 +66,7 @@ __all__ = ["EcoptCallback"]
 TRAIN, EVAL, TEST, PREDICT = "train", "eval", "test", "predict"
 
 
-class EcoptCallback(Callback):  # type: ignore[misc]
+class EcoptCallback(MeteredCallback, Callback):  # type: ignore[misc]
     """A Lightning ``Callback`` metering ``train``/``eval``/``test``/``predict`` phases of a trial.
 
     See the module docstring for what is measured, reported and stopped.
@@ -95,30 +95,14 @@ class EcoptCallback(Callback):  # type: ignore[misc]
 
     def __init__(self, trial: Trial, *, unit: Unit = "samples",
                  values_fn: Callable[[dict[str, float]], Mapping[str, float]] | None = None,
-                 step: Literal["auto", "epoch", "global_step"] = "auto",
-                 raise_pruned: bool = True) -> None:
-        if step not in ("auto", "epoch", "global_step"):
-            raise ValueError(f"step must be 'auto', 'epoch' or 'global_step', got {step!r}")
-        self.switch = PhaseSwitch(trial, unit, values_fn)
-        self.step_rule = step
-        self.raise_pruned = bool(raise_pruned)
-        self._training = False
-
-    @property
-    def trial(self) -> Trial:
-        return self.switch.trial
-
-    @property
-    def pruned(self) -> bool:
-        return self.switch.pruned
+                 step: StepRule = "auto", raise_pruned: bool = True) -> None:
+        super().__init__(trial, unit=unit, values_fn=values_fn, step=step,
+                         raise_pruned=raise_pruned)
 
     @property
     def state_key(self) -> str:
         # One instance per trial: two of them in one Trainer must not share checkpoint state.
         return f"EcoptCallback[trial={self.trial.number}]"
-
-    def __repr__(self) -> str:
-        return f"EcoptCallback(trial={self.trial.number}, unit={self.switch.unit!r})"
 
     def _step(self, trainer: pl.Trainer) -> int:
         rule = self.step_rule

@@ -61,10 +61,10 @@ import inspect
 import logging
 import math
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from ecopt.errors import EcoptError, TrialPruned
-from ecopt.integrations._metering import PhaseSwitch, Unit
+from ecopt.integrations._metering import MeteredCallback, StepRule, Unit
 from ecopt.trial import Trial
 
 try:
@@ -89,7 +89,7 @@ log = logging.getLogger("ecopt")
 TRAIN, EVAL, PREDICT = "train", "eval", "predict"
 
 
-class EcoptCallback(TrainerCallback):  # type: ignore[misc]
+class EcoptCallback(MeteredCallback, TrainerCallback):  # type: ignore[misc]
     """A ``TrainerCallback`` metering ``train``/``eval``/``predict`` phases of an ecopt trial.
 
     See the module docstring for what is measured, reported and stopped.
@@ -121,28 +121,12 @@ class EcoptCallback(TrainerCallback):  # type: ignore[misc]
 
     def __init__(self, trial: Trial, *, unit: Unit = "samples",
                  values_fn: Callable[[dict[str, float]], Mapping[str, float]] | None = None,
-                 step: Literal["auto", "epoch", "global_step"] = "auto",
-                 raise_pruned: bool = True) -> None:
-        if step not in ("auto", "epoch", "global_step"):
-            raise ValueError(f"step must be 'auto', 'epoch' or 'global_step', got {step!r}")
-        self.switch = PhaseSwitch(trial, unit, values_fn)
-        self.step_rule = step
-        self.raise_pruned = bool(raise_pruned)
+                 step: StepRule = "auto", raise_pruned: bool = True) -> None:
+        super().__init__(trial, unit=unit, values_fn=values_fn, step=step,
+                         raise_pruned=raise_pruned)
         self.trainer: Trainer | None = None
-        self._training = False
         self._eval_depth = 0
         self._warned_unbound = False
-
-    @property
-    def trial(self) -> Trial:
-        return self.switch.trial
-
-    @property
-    def pruned(self) -> bool:
-        return self.switch.pruned
-
-    def __repr__(self) -> str:
-        return f"EcoptCallback(trial={self.trial.number}, unit={self.switch.unit!r})"
 
     # -- binding to the Trainer ------------------------------------------------------
     def attach(self, trainer: Trainer) -> Trainer:
