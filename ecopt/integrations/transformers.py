@@ -68,7 +68,12 @@ from ecopt.integrations._metering import MeteredCallback, StepRule, Unit
 from ecopt.trial import Trial
 
 try:
-    from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
+    from transformers import (
+        TrainerCallback,
+        TrainerControl,
+        TrainerState,
+        TrainingArguments,
+    )
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise ImportError(
         "ecopt.integrations.transformers needs transformers: pip install 'ecopt[hf]'"

@@ -63,7 +63,17 @@ from ecopt._version import __version__
 from ecopt.errors import EcoptError, NotAStudyError
 from ecopt.report.data import ReportData, axis_values, build_report
 from ecopt.report.fmt import fmt_number
-from ecopt.report.html import _CSS, _badge, _banner, _cell, _e, _front_table, _row, _summary, _th
+from ecopt.report.html import (
+    _CSS,
+    _badge,
+    _banner,
+    _cell,
+    _e,
+    _front_table,
+    _row,
+    _summary,
+    _th,
+)
 from ecopt.storage import RUNNING_FILE, STUDY_FILE, TRIALS_FILE
 from ecopt.trial import TrialRecord
 
