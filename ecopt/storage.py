@@ -418,3 +418,15 @@ class StudyStorage:
         spec = {k: v for k, v in spec.items() if k not in ("format", "format_version")}
         self.write_spec(spec)
         return spec
+
+
+def repair_main(args: Any) -> int:
+    """``ecopt repair RUN_DIR``: rebuild a missing ``study.json`` from its copy in the log."""
+    st = StudyStorage(args.run_dir, writable=True)
+    try:
+        spec = st.repair_spec()
+    finally:
+        st.close()
+    print(f"restored {st.path / STUDY_FILE} (study {spec.get('name', '?')!r}, created "
+          f"{spec.get('created_at', '?')}); open it with ecopt.Study(..., storage=...) to resume")
+    return 0

@@ -743,20 +743,30 @@ def interrupted_record(number: int, started: Mapping[str, Any],
     phases: dict[str, PhaseRecord] = {}
     for line in reports:
         try:
-            curve.append(Intermediate.from_dict(line["report"]))
-            phases = {k: PhaseRecord.from_dict(k, v) for k, v in dict(line.get("phases") or {}).items()}
-        except (KeyError, TypeError, ValueError):
+            point = Intermediate.from_dict(line["report"])
+            snapshot = {str(k): PhaseRecord.from_dict(str(k), v)
+                        for k, v in dict(line.get("phases") or {}).items()}
+        except (KeyError, TypeError, ValueError, AttributeError):
             continue  # a damaged report line: the curve keeps the others
+        curve.append(point)
+        phases = snapshot
     known = f"; its {len(curve)} intermediate report(s) and the energy measured up to the " \
         "last one are kept" if curve else ""
+
+    def get(key: str, kind: type, default: Any) -> Any:  # a damaged start line: keep what fits
+        v = started.get(key) if isinstance(started, Mapping) else None
+        return v if isinstance(v, kind) else default
+
+    params = {str(k): v for k, v in get("params", dict, {}).items()
+              if isinstance(v, (str, int, float, bool))}
     return TrialRecord(
         number=number,
         state=TrialState.FAILED,
-        params=dict(started.get("params") or {}),
+        params=params,
         phases=phases,
-        started_at=str(started.get("started_at", "")),
-        proposed_by=str(started.get("proposed_by", "user")),
-        proposal=dict(started.get("proposal") or {}),
+        started_at=get("started_at", str, ""),
+        proposed_by=get("proposed_by", str, "user"),
+        proposal=dict(get("proposal", dict, {})),
         error=ErrorInfo("Interrupted", "the process running this trial stopped before it "
                         f"finished (killed or crashed); recorded on resume{known}"),
         intermediate=tuple(curve),
