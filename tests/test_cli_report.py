@@ -220,3 +220,29 @@ def test_hand_edited_log_and_unreadable_log(run, tmp_path, capsys):
     err = capsys.readouterr().err
     assert rc == 2 and err.startswith("ecopt show: error: IsADirectoryError")
     assert "ECOPT_DEBUG=1" in err and "Traceback" not in err
+
+
+def test_sobol_fallbacks_are_counted_in_red(tmp_path, capsys):
+    # Two proposals of a model-based sampler, one of which fell back to Sobol.
+    from ecopt.report import build_report, show_text
+    from ecopt.report.html import render_html
+    from ecopt.storage import StudyStorage
+    from ecopt.trial import TrialRecord, TrialState
+
+    path = make(tmp_path / "fb", n=2)
+    st = StudyStorage(path)
+    st.append_record(TrialRecord(10, TrialState.COMPLETE, {"x": 0.1}, values={
+        "accuracy": 0.5, "samples_per_joule": 3.0}, proposed_by="qlognehvi"))
+    st.append_record(TrialRecord(11, TrialState.COMPLETE, {"x": 0.2}, values={
+        "accuracy": 0.4, "samples_per_joule": 2.0}, proposed_by="sobol",
+        proposal={"fallback": "RuntimeError: fit failed"}))
+    st.close()
+    data = build_report(path)
+    assert data.sobol_fallbacks == (11,) and data.model_proposals == 2
+    assert "1 of 2 proposals fell back to Sobol" in show_text(data)
+    assert "\x1b[31m1 of 2 proposals fell back to Sobol" in show_text(data, color=True)
+    assert "\x1b" not in show_text(data)
+    html = render_html(data, {})
+    assert 'class="fallback"' in html and "1 of 2 proposals fell back to Sobol" in html
+    assert main(["show", str(path)]) == 0
+    assert "fell back to Sobol" in capsys.readouterr().out

@@ -225,8 +225,27 @@ def compare_main(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------
 
 
-def show_text(data: ReportData) -> str:
-    """The terminal summary of ``ecopt show`` as a string."""
+#: Stands where the Sobol-fallback line goes until the text is cleaned (then coloured).
+_FALLBACK_SLOT = "@@ecopt-fallback-line@@"
+
+
+def fallback_line(data: ReportData) -> str | None:
+    """``"k of n proposals fell back to Sobol ..."``, or ``None`` when none did."""
+    k = len(data.sobol_fallbacks)
+    if not k:
+        return None
+    nums = ", ".join(map(str, data.sobol_fallbacks[:10])) + (" ..." if k > 10 else "")
+    return (f"{k} of {data.model_proposals} proposals fell back to Sobol (the model-based "
+            f"sampler failed; trials {nums}; the reason is in each trial's proposal notes)")
+
+
+def show_text(data: ReportData, color: bool = False) -> str:
+    """The terminal summary of ``ecopt show`` as a string.
+
+    Args:
+        data: The report data.
+        color: Print the Sobol-fallback warning in red (ANSI), for a terminal.
+    """
     out: list[str] = []
     spec = data.spec
     out.append(f"study {data.name}  ({data.path})")
@@ -253,6 +272,8 @@ def show_text(data: ReportData) -> str:
                f"{c['violates_constraints']} broke a constraint, {c['failed']} failed, "
                f"{c['infeasible']} infeasible, {c.get('pruned', 0)} pruned"
                + (f"; started but unfinished: {list(data.unfinished)}" if data.unfinished else ""))
+    if data.sobol_fallbacks:
+        out.append(_FALLBACK_SLOT)
     est = " (estimated)" if data.energy_estimated else ""
     out.append(f"search energy: {fmt_number(data.search_energy_j)} J{est} over "
                f"{fmt_number(data.search_duration_s)} s of trials")
@@ -290,12 +311,18 @@ def show_text(data: ReportData) -> str:
             out.append(f"  {r.number}: {r.state.value}: {r.error.type}: {msg[:160]}")
         if len(bad) > 20:
             out.append(f"  ... and {len(bad) - 20} more")
-    return _clean("\n".join(out))
+    text = _clean("\n".join(out))
+    line = fallback_line(data)
+    if line is not None:
+        line = _clean(line)
+        text = text.replace(_FALLBACK_SLOT, f"\x1b[31m{line}\x1b[0m" if color else line)
+    return text
 
 
 @_guarded("show")
 def show_main(args: argparse.Namespace) -> int:
     """``ecopt show RUN_DIR``: trials by state, front table, best per objective."""
     data = build_report(args.run_dir)
-    print(show_text(data))
+    color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+    print(show_text(data, color=color))
     return _done("show", args, data.warnings)
