@@ -145,6 +145,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     module, func = _HANDLERS[args.command]
+    import warnings
+
+    # On the command line a warning is one line for the user, not a source listing.
+    warnings.formatwarning = (lambda message, category, *_a, **_k:
+                              f"ecopt {args.command}: {category.__name__}: {message}\n")
     try:
         handler = getattr(importlib.import_module(module), func)
         return int(handler(args) or 0)
