@@ -38,3 +38,11 @@ class Infeasible(Exception):
         ...     if trial.params["batch_size"] > 512:
         ...         raise ecopt.Infeasible("batch does not fit in VRAM")
     """
+
+
+class DeviceUnavailableError(EcoptError):
+    """A workload asked for a device (``cuda``, ``cuda:N``) this machine cannot provide."""
+
+
+class PowerLimitError(EcoptError):
+    """A GPU power limit could not be read, set or restored (the message says how to fix it)."""
