@@ -126,6 +126,8 @@ class Study:
         self.sampler = get_sampler(sampler)
         self.sampler.bind(self.objectives, self.constraints, self.seed)
         self.meter = get_meter(meter)
+        from ecopt.meters.power_limit import restore_stale_power_limits
+        restore_stale_power_limits()  # GPU limits left by a process that died holding them
         self.name = name or (Path(storage).name if storage is not None else "study")
 
         if storage is not None:
