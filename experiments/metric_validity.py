@@ -74,16 +74,18 @@ class InferenceEnergyObjective:
         from ecopt.workloads.cnn import build_cnn, count_flops, count_parameters
         from ecopt.workloads.device import place_model, to_device
 
+        def build() -> Any:
+            return build_cnn(self.in_channels, 10, self.image_size, int(trial["channels"]),
+                             int(trial["depth"]),
+                             int(trial.params.get("kernel_size", self.kernel_size)),
+                             int(trial["stride"]), str(trial.params.get("pooling", self.pooling)))
+
+        with torch.device("meta"):  # FLOPs from a shape-only copy: no compute
+            trial.set_metric("flops", count_flops(build(), (1, self.in_channels,
+                                                            self.image_size, self.image_size)))
         torch.manual_seed(self.seed)
-        model = build_cnn(self.in_channels, 10, self.image_size, int(trial["channels"]),
-                          int(trial["depth"]), int(trial.params.get("kernel_size",
-                                                                    self.kernel_size)),
-                          int(trial["stride"]), str(trial.params.get("pooling", self.pooling)))
-        model.eval()
+        model = place_model(build(), device).eval()
         trial.set_metric("n_params", count_parameters(model))
-        trial.set_metric("flops", count_flops(model, (1, self.in_channels, self.image_size,
-                                                      self.image_size)))
-        model = place_model(model, device)
         # One batch, copied once: the measured energy is the model's, not the copy's.
         x = to_device(torch.randn(self.batch_size, self.in_channels, self.image_size,
                                   self.image_size, generator=torch.Generator().manual_seed(self.seed)),

@@ -278,11 +278,13 @@ class CNNObjective(CachedDataObjective):
         with trial_on_device(trial, device):
             with trial.phase("load"):
                 Xtr, ytr, Xte, yte = self.data()
+            # FLOPs from a shape-only (meta) copy: no compute, nothing on any device.
+            with torch.device("meta"):
+                shapes = self.build(trial.params)
+            trial.set_metric("flops", count_flops(shapes, (1, *Xtr.shape[1:])))
             torch.manual_seed(self.seed + trial.number)
-            model = self.build(trial.params)
+            model = place_model(self.build(trial.params), device)
             trial.set_metric("n_params", count_parameters(model))
-            trial.set_metric("flops", count_flops(model, (1, *Xtr.shape[1:])))
-            model = place_model(model, device)
             epochs = int(self._p(trial, "epochs"))
             with trial.phase("train", samples=len(Xtr) * epochs):
                 train_classifier(model, Xtr, ytr, float(self._p(trial, "lr")),

@@ -82,6 +82,7 @@ from ecopt.errors import Infeasible
 from ecopt.trial import Trial
 from ecopt.workloads.device import (
     is_cuda,
+    place_model,
     resolve_device,
     synchronize,
     to_device,
@@ -295,11 +296,12 @@ def build_causal_lm(arch: GemmaArch | None = None, model_path: str | None = None
                              f"{model_path!r} (nothing is downloaded)")
         model = AutoModelForCausalLM.from_pretrained(model_path, local_files_only=True,
                                                      dtype=td, **kw)
-        model = model.to(device)  # type: ignore[arg-type]  # transformers' stub wants a dtype
+        model = place_model(model, device)
     else:
         torch.manual_seed(seed)
         with torch.device(device):
             model = AutoModelForCausalLM.from_config(gemma3_config(arch), dtype=td, **kw)
+        model = place_model(model, device)  # already there: moves only what init left elsewhere
     return model.eval()
 
 
