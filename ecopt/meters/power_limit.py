@@ -376,7 +376,8 @@ def gpu_power_limit(watts: float, gpus: Sequence[int] | None = None, trial: Any 
                 "back once this process has exited (or set them with nvidia-smi -pl)")
 
 
-def restore_stale_power_limits(state_path: str | Path | None = None) -> list[dict[str, Any]]:
+def restore_stale_power_limits(state_path: str | Path | None = None, *,
+                               include_this_process: bool = False) -> list[dict[str, Any]]:
     """Put back the original limits left by processes that died while holding them.
 
     Entries of live processes are kept; entries from an earlier boot are dropped
@@ -385,6 +386,9 @@ def restore_stale_power_limits(state_path: str | Path | None = None) -> list[dic
 
     Args:
         state_path: The state file (default :func:`default_state_path`).
+        include_this_process: Also restore this process's own entries (for an
+            emergency exit, e.g. a watchdog about to ``os._exit``, where the
+            ``finally`` of :func:`gpu_power_limit` will not run).
 
     Returns:
         One dict per stale entry handled: the entry plus ``uuid`` and ``outcome``
@@ -397,8 +401,10 @@ def restore_stale_power_limits(state_path: str | Path | None = None) -> list[dic
     try:
         with _locked_state(path) as state:
             boot = _boot_id()
+            me = os.getpid()
             stale = {u: e for u, e in state["entries"].items()
                      if not isinstance(e, dict) or e.get("boot_id", boot) != boot
+                     or (include_this_process and e.get("pid") == me)
                      or not _alive(int(e.get("pid", -1)), str(e.get("pid_start", "")))}
             if not stale:
                 return []

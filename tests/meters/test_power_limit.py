@@ -218,3 +218,14 @@ def test_opening_a_study_restores_limits_left_by_a_dead_process(fake_nvml, hw, t
                         [ecopt.Objective("y", "min")], sampler="random", meter="estimate")
     assert nv.gpus[0].power_limit_mw == 320_000 and _entries(state) == {}
     study.close()
+
+
+def test_an_emergency_exit_can_restore_its_own_limits(fake_nvml, hw, tmp_path):
+    nv = fake_nvml([hw.FakeGpu(power_limit_mw=300_000)])
+    state = tmp_path / "s.json"
+    with gpu_power_limit(120, state_path=state):
+        assert restore_stale_power_limits(state) == []  # this process is alive: kept
+        out = restore_stale_power_limits(state, include_this_process=True)
+        assert [o["outcome"] for o in out] == ["restored"]
+        assert nv.gpus[0].power_limit_mw == 300_000 and _entries(state) == {}
+    assert nv.gpus[0].power_limit_mw == 300_000  # the block's own restore is harmless
