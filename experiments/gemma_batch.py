@@ -302,6 +302,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ecopt.workloads.generation import DTYPE_BYTES
 
         max_mem = 0.25 if args.preset is None else 2 * n_params * DTYPE_BYTES[dtype] / 1e9
+    try:
+        grid_given = [int(x) for x in args.grid.split(",")] if args.grid else None
+    except ValueError:
+        raise SystemExit(f"--grid must be comma-separated integers, got {args.grid!r}") from None
     fit: int | None = None
     if args.max_batch == "auto":
         if cuda:
@@ -312,6 +316,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.max_batch = auto_max_batch(fit)
         else:
             args.max_batch = 4096
+        if grid_given:  # batches asked for explicitly stay in range; real OOM decides
+            args.max_batch = max(args.max_batch, max(grid_given))
     try:
         args.max_batch = int(args.max_batch)
     except ValueError:
@@ -361,8 +367,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 C.run_trials(opt, objective, left, args.sampler, show)
             whole_j = meter.stop(h).energy_j
         if args.sampler == "grid" or not args.no_grid:
-            grid_vals = ([int(x) for x in args.grid.split(",")] if args.grid else
-                         [2 ** i for i in range(int(math.log2(args.max_batch)) + 1)])
+            grid_vals = grid_given or [2 ** i for i in range(int(math.log2(args.max_batch)) + 1)]
             if min(grid_vals) < 1 or max(grid_vals) > args.max_batch:
                 raise SystemExit(f"--grid values must lie in [1, --max-batch={args.max_batch}], "
                                  f"got {grid_vals}")
