@@ -31,6 +31,7 @@ _T0 = time.monotonic()
 _QUIET = False
 _DEADLINE: float | None = None
 _STOPPED: list[str] = []
+_TABLES: dict[str, dict[str, Any]] = {}
 
 # A clean clone without `pip install -e .` can still run the scripts: fall back to the
 # checkout's ecopt (appended, so an installed ecopt wins).
@@ -123,6 +124,7 @@ def setup(args: argparse.Namespace) -> None:
         raise ValueError(f"--time-budget-s > 0 must hold, got {budget}")
     _DEADLINE = None if budget is None else _T0 + float(budget)
     _STOPPED.clear()
+    _TABLES.clear()
     if args.threads < 1:
         raise ValueError(f"--threads >= 1 must hold, got {args.threads}")
     import torch
@@ -258,11 +260,18 @@ def command_line(argv: Sequence[str] | None, script: str) -> str:
     return " ".join(["python", f"experiments/{script}", *map(shlex.quote, args)])
 
 
-def md_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """A markdown table (cells formatted with :func:`fmt`)."""
+def md_table(headers: Sequence[str], rows: Sequence[Sequence[Any]],
+             table_id: str | None = None) -> str:
+    """A markdown table (cells formatted with :func:`fmt`).
+
+    With ``table_id`` the table is also kept, cell for cell as printed, for
+    ``summary.json``'s ``tables`` (docs copy recorded tables from there).
+    """
+    cells = [[c if isinstance(c, str) else fmt(c) for c in row] for row in rows]
+    if table_id is not None:
+        _TABLES[table_id] = {"columns": list(headers), "rows": cells}
     out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-    for row in rows:
-        out.append("| " + " | ".join(c if isinstance(c, str) else fmt(c) for c in row) + " |")
+    out += ["| " + " | ".join(row) + " |" for row in cells]
     return "\n".join(out)
 
 
@@ -288,9 +297,10 @@ def run_header(command: str, provenance_info: str | tuple[str, bool, str]) -> di
     commit = None
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=_ROOT, capture_output=True,
-                                text=True, timeout=10).stdout.strip() or None
+                                text=True, timeout=10, check=False).stdout.strip() or None
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               cwd=_ROOT, capture_output=True, text=True, timeout=10).stdout
+                               cwd=_ROOT, capture_output=True, text=True, timeout=10,
+                               check=False).stdout
         if commit and dirty.strip():
             commit += "-dirty"
     except (OSError, subprocess.SubprocessError):  # pragma: no cover - no git here
@@ -345,6 +355,8 @@ def write_summary(out: str | Path, title: str, command: str,
     if facts is not None:
         full = {**header, "wall_time_s": round(time.monotonic() - _T0, 1),
                 "stopped_early": note, **facts}
+        if _TABLES:
+            full["tables"] = dict(_TABLES)
         (out / "summary.json").write_text(json.dumps(full, indent=2, default=str) + "\n",
                                           encoding="utf-8")
     if not _QUIET:

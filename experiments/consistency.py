@@ -223,14 +223,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                          ["coefficient of variation", s["cv_across_models"],
                           s["cv_across_devices"],
                           s["cv_across_models"] / s["cv_across_devices"]
-                          if s["cv_across_devices"] else math.nan]]), ""]
+                          if s["cv_across_devices"] else math.nan]], "spread"), ""]
     if s["spearman"]:
         body += ["Spearman rank correlation of tokens/J between devices: "
                  + ", ".join(f"{k}: {v:.3f}" for k, v in s["spearman"].items()) + ".", ""]
     body += ["## tokens/J per model and device", "",
              C.md_table(["model", "params", *table],
                         [[m, int(params.get(m, 0)), *[table[d].get(m) for d in table]]
-                         for m in labels]), ""]
+                         for m in labels], "tokens_per_joule"), ""]
     facts = {"table": table, "params": params, "spread": s, "devices": kinds,
              "presets": list(presets) if presets else None, "dtype": args.dtype}
     C.write_summary(out, "consistency: tokens/J of the same models across devices",

@@ -298,7 +298,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                        [["log10(tokens/J) vs log10(params)", fit["slope"], fit["intercept"],
                          fit["r2"]],
                         ["tokens/J vs log10(params)", fit["semilog_slope"],
-                         fit["semilog_intercept"], fit["semilog_r2"]]]), "",
+                         fit["semilog_intercept"], fit["semilog_r2"]]], "fit"), "",
             f"A 10x larger model gives {10 ** fit['slope']:.3g}x the tokens/J "
             f"(log-log slope {fit['slope']:.3f}).", "",
             "## Configs", "",
@@ -307,7 +307,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                        [[int(r["hidden_size"]), int(r["num_hidden_layers"]), int(r["n_params"]),
                          r["tokens_per_joule"], r.get("decode_tokens_per_joule"),
                          r.get("prefill_j_per_prompt"), r["tokens_per_s"], r["p95_latency_ms"]]
-                        for r in rows]), ""]
+                        for r in rows], "configs"), ""]
     if fig is not None:
         body += [f"Plot: `{fig}`", ""]
     facts = {"fit": fit, "configs": rows, "study": str(study.path), "device": device,

@@ -286,13 +286,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise SystemExit("--model and --preset exclude each other (a checkpoint has its own shape)")
     device = C.resolve_device_arg(args)  # a missing GPU stops the run here, before anything runs
     C.setup(args)
-    import ecopt
-    from ecopt.workloads.device import device_memory_gb, is_cuda
-    from ecopt.workloads.generation import GenerationObjective, max_batch_for_memory
-
     # Library imports are process start-up, not search: done here so no trial is billed for them.
     import transformers.models.gemma3.modeling_gemma3  # noqa: F401
     from transformers import AutoModelForCausalLM  # noqa: F401
+
+    import ecopt
+    from ecopt.workloads.device import device_memory_gb, is_cuda
+    from ecopt.workloads.generation import GenerationObjective, max_batch_for_memory
 
     cuda = is_cuda(device)
     dtype = args.dtype if args.dtype != "auto" else ("bfloat16" if cuda else "float32")
@@ -518,9 +518,9 @@ def _summarise(studies: dict[str, Any], args: Any, device: str, max_mem: float |
                           "evals_to_80pct_of_grid_best", "evals_to_90pct_of_grid_best",
                           "evals_to_95pct_of_grid_best", "evals_to_grid_best"))],
                      ["grid energy (J)", gf["energy_j"]]]
-        lines += ["## Result", "", C.md_table(["", "value"], rows), ""]
+        lines += ["## Result", "", C.md_table(["", "value"], rows, "result"), ""]
         lines += [f"### Optimiser trials ({args.sampler}; study `{o.path}`)", "",
-                  C.md_table(_HEAD, _trial_rows(recs)), ""]
+                  C.md_table(_HEAD, _trial_rows(recs), "optimiser_trials"), ""]
     elif "grid" in studies:  # --sampler grid: the sweep is the search
         recs = studies["grid"].records
         base = next((r for r in recs if r.params.get("batch_size") == 1
@@ -530,10 +530,10 @@ def _summarise(studies: dict[str, Any], args: Any, device: str, max_mem: float |
         rows += [["grid evaluations", len(recs)],
                  ["infeasible (out of memory) trials", f["infeasible"]]]
         facts["search"] = f
-        lines += ["## Result", "", C.md_table(["", "value"], rows), ""]
+        lines += ["## Result", "", C.md_table(["", "value"], rows, "result"), ""]
     if "grid" in studies:
         g = studies["grid"]
-        lines += [f"### Grid trials (study `{g.path}`)", "", C.md_table(_HEAD, _trial_rows(g.records)),
+        lines += [f"### Grid trials (study `{g.path}`)", "", C.md_table(_HEAD, _trial_rows(g.records), "grid_trials"),
                   ""]
     return "\n".join(lines), facts
 

@@ -249,17 +249,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             "## Correlation of energy per inference with the proxies", "",
             C.md_table(["proxy", "Spearman", "p", "Pearson", "p", "Pearson (log10-log10)"],
                        [[k, v["spearman"], v["spearman_p"], v["pearson"], v["pearson_p"],
-                         v["pearson_log"]] for k, v in corr.items()]), "",
+                         v["pearson_log"]] for k, v in corr.items()], "correlations"), "",
             "## Same parameters, stride 1 vs stride 2", "",
             C.md_table(["channels", "depth", "params", "FLOPs ratio s1/s2",
-                        "energy ratio s1/s2"], pairs), "",
+                        "energy ratio s1/s2"], pairs, "stride_pairs"), "",
             "## Every model", "",
             C.md_table(["channels", "depth", "stride", "params", "FLOPs", "J/inference",
                         "ms/image"],
                        [[r["channels"], r["depth"], r["stride"], int(r["n_params"]),
                          int(r["flops"]), r["joules_per_inference"], r["latency_ms_per_image"]]
                         for r in sorted(rows, key=lambda r: (r["channels"], r["depth"],
-                                                             r["stride"]))]), ""]
+                                                             r["stride"]))], "models"), ""]
     if fig is not None:
         body += [f"Plot: `{fig}`", ""]
     facts = {"correlations": corr, "n_models": len(rows), "stride_pairs": pairs,

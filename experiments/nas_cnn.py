@@ -262,7 +262,7 @@ def _summarise(studies: dict[str, Any], methods: list[str], acc_ref: float, data
     if hand_pt is not None and hand is not None:
         rows.append(["hand-tuned", 1, "-", hand_pt[0], "-", "-",
                      sum(r.energy_j for r in hand.records)])
-    lines += [C.md_table(head, rows), ""]
+    lines += [C.md_table(head, rows, "comparison"), ""]
     ref = next(iter(cmp.values())).get("reference_point")
     lines += [f"Shared hypervolume reference point: accuracy {C.fmt(ref[0]) if ref else '-'}, "
               f"samples/J {C.fmt(ref[1]) if ref else '-'} (the lowest observed).", ""]
@@ -279,7 +279,7 @@ def _summarise(studies: dict[str, Any], methods: list[str], acc_ref: float, data
         lines += [C.md_table(["trial", *names, "accuracy", "samples/J", "params", "FLOPs"],
                              [[r.number, *[r.params[n] for n in names], r.values["accuracy"],
                                r.values["samples_per_joule"], r.metrics.get("n_params"),
-                               r.metrics.get("flops")] for r in front]), ""]
+                               r.metrics.get("flops")] for r in front], f"front_{m}"), ""]
     return "\n".join(lines), facts
 
 

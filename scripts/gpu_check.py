@@ -378,7 +378,7 @@ def sec_counter_resolution(ck: Check, deadline: float) -> dict[str, Any]:
         # 1. The update period: poll the counter and time its changes.
         changes: list[float] = []
         t_end = time.perf_counter() + ck.s.poll_s
-        t_last, e_last = read()
+        _, e_last = read()
         reads = 1
         while time.perf_counter() < t_end:
             t, e = read()
@@ -727,9 +727,9 @@ def main(argv: list[str] | None = None) -> int:
     ck.save()
     fake: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
     if ck.dry:
-        from ecopt.meters._fake_nvml import FakeGpu, installed_fake_pynvml
-
         import torch
+
+        from ecopt.meters._fake_nvml import FakeGpu, installed_fake_pynvml
 
         torch.set_num_threads(1)  # toy sizes: one thread, no spinning against other jobs
         fake = installed_fake_pynvml([FakeGpu(name="Fake GPU (dry run)", live=True,

@@ -116,11 +116,11 @@ class NVMLError(Exception):
         return _MESSAGES.get(self.value, f"NVML error {self.value}")
 
 
-class NVMLError_NotSupported(NVMLError):  # noqa: N801 - pynvml's name
+class NVMLError_NotSupported(NVMLError):  # pynvml's name
     pass
 
 
-class NVMLError_NoPermission(NVMLError):  # noqa: N801 - pynvml's name
+class NVMLError_NoPermission(NVMLError):  # pynvml's name
     pass
 
 

@@ -31,7 +31,13 @@ from typing import Any
 import numpy as np
 
 from ecopt.trial import Trial
-from ecopt.workloads.device import Precision, place_model, resolve_device, to_device, trial_on_device
+from ecopt.workloads.device import (
+    Precision,
+    place_model,
+    resolve_device,
+    to_device,
+    trial_on_device,
+)
 
 __all__ = ["ClassifierObjective", "CachedDataObjective", "build_mlp", "load_digits_split", "train_classifier", "evaluate",
            "count_parameters"]

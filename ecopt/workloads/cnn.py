@@ -46,7 +46,12 @@ from ecopt.workloads.classifier import (
     evaluate,
     train_classifier,
 )
-from ecopt.workloads.device import Precision, place_model, resolve_device, trial_on_device
+from ecopt.workloads.device import (
+    Precision,
+    place_model,
+    resolve_device,
+    trial_on_device,
+)
 
 __all__ = ["POOLINGS", "build_cnn", "conv_output_size", "count_flops", "load_digits_images",
            "load_cifar10", "CNNObjective", "count_parameters"]

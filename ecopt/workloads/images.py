@@ -39,7 +39,12 @@ from ecopt.data.datasets import ImageFolder
 from ecopt.data.loader import LoaderConfig, make_loader
 from ecopt.data.memory import measured_phase
 from ecopt.trial import Trial
-from ecopt.workloads.device import Precision, place_model, resolve_device, trial_on_device
+from ecopt.workloads.device import (
+    Precision,
+    place_model,
+    resolve_device,
+    trial_on_device,
+)
 from ecopt.workloads.tabular import finish_trial, generated_path, set_threads
 
 __all__ = ["ImageFolderObjective", "profile_target"]

@@ -48,7 +48,13 @@ from ecopt.data.memory import measured_phase
 from ecopt.data.pipeline import TablePipeline
 from ecopt.data.schema import MOVIELENS, TensorTable
 from ecopt.trial import Trial
-from ecopt.workloads.device import Precision, place_model, resolve_device, to_device, trial_on_device
+from ecopt.workloads.device import (
+    Precision,
+    place_model,
+    resolve_device,
+    to_device,
+    trial_on_device,
+)
 from ecopt.workloads.tabular import finish_trial, generated_path, set_threads
 
 __all__ = ["NCFObjective", "build_neumf", "leave_last_out", "sample_negatives", "hit_rate",

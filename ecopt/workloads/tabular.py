@@ -72,7 +72,13 @@ from ecopt.data.memory import measured_phase
 from ecopt.data.pipeline import TablePipeline
 from ecopt.data.schema import INSURANCE, INSURANCE_CLASSIFICATION, TableSchema
 from ecopt.trial import Trial
-from ecopt.workloads.device import Precision, place_model, resolve_device, to_device, trial_on_device
+from ecopt.workloads.device import (
+    Precision,
+    place_model,
+    resolve_device,
+    to_device,
+    trial_on_device,
+)
 
 __all__ = ["TabularObjective", "build_mlp_regressor", "profile_target", "finish_trial",
            "generated_path", "set_threads"]

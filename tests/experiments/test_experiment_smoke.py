@@ -63,6 +63,12 @@ def test_gemma_batch_smoke(script, tmp_path):
     for key in ("script", "command", "git_commit", "versions", "machine", "energy"):
         assert key in facts, key  # the recorded-run header
     assert facts["energy"]["measured"] is False and facts["device"] == "cpu"
+    # Every table of the summary is kept cell for cell, for docs to copy.
+    tables = facts["tables"]
+    assert set(tables) == {"result", "optimiser_trials", "grid_trials"}
+    md = (out / "summary.md").read_text()
+    for row in tables["optimiser_trials"]["rows"]:
+        assert "| " + " | ".join(row) + " |" in md
     trials = _is_study(out / "optimiser")
     assert trials[0]["params"] == {"batch_size": 1} and trials[0]["proposed_by"] == "user"
     _is_study(out / "grid")

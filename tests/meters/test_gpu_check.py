@@ -76,7 +76,9 @@ def test_dry_run_exercises_every_section(tmp_path):
     assert json.loads((out / "power-limit-state.json").read_text())["entries"] == {}
     gb = get["gemma_batch"]
     assert gb["optimiser_evaluations"] == 10 and gb["grid_evaluations"] == 4
-    assert gb["infeasible"]["grid"] == 1 and gb["smallest_infeasible_batch"] in (None, 4096)
+    assert gb["infeasible"]["grid"] == 1  # batch 4096, over the emulated ceiling
+    assert gb["smallest_infeasible_batch"] is None or \
+        gb["smallest_infeasible_batch"] > gb["largest_feasible_batch"]
     assert isinstance(gb["within_5pct_of_grid_best"], bool)
     assert gb["payback_tokens"] > 0 and gb["tokens_for_search_energy"] > 0
     assert (out / "gemma_batch" / "optimiser" / "trials.jsonl").exists()
