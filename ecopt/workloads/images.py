@@ -39,13 +39,13 @@ from ecopt.data.datasets import ImageFolder
 from ecopt.data.loader import LoaderConfig, make_loader
 from ecopt.data.memory import measured_phase
 from ecopt.trial import Trial
-from ecopt.workloads.device import (
-    Precision,
-    place_model,
-    resolve_device,
-    trial_on_device,
+from ecopt.workloads.device import Precision, place_model
+from ecopt.workloads.tabular import (
+    DeviceObjective,
+    finish_trial,
+    generated_path,
+    set_threads,
 )
-from ecopt.workloads.tabular import finish_trial, generated_path, set_threads
 
 __all__ = ["ImageFolderObjective", "profile_target"]
 
@@ -57,7 +57,7 @@ def _build(n_classes: int, size: int, channels: int, depth: int) -> Any:
 
 
 @dataclass
-class ImageFolderObjective:
+class ImageFolderObjective(DeviceObjective):
     """Small CNN on ``root/<class>/<image>`` folders (see module docstring).
 
     Args:
@@ -108,13 +108,6 @@ class ImageFolderObjective:
         perm = np.random.default_rng(self.seed).permutation(n)
         n_test = max(1, int(round(n * self.test_fraction)))
         return sorted(perm[n_test:].tolist()), sorted(perm[:n_test].tolist())
-
-    def __call__(self, trial: Trial) -> dict[str, float]:
-        p = self.params(trial)
-        device = resolve_device(self.device)
-        prec = Precision(str(p["precision"]), device)  # validated before anything runs
-        with trial_on_device(trial, device):
-            return self._run(trial, p, device, prec)
 
     def _run(self, trial: Trial, p: dict[str, Any], device: str, prec: Precision
              ) -> dict[str, float]:

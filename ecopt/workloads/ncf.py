@@ -48,14 +48,13 @@ from ecopt.data.memory import measured_phase
 from ecopt.data.pipeline import TablePipeline
 from ecopt.data.schema import MOVIELENS, TensorTable
 from ecopt.trial import Trial
-from ecopt.workloads.device import (
-    Precision,
-    place_model,
-    resolve_device,
-    to_device,
-    trial_on_device,
+from ecopt.workloads.device import Precision, place_model, to_device
+from ecopt.workloads.tabular import (
+    DeviceObjective,
+    finish_trial,
+    generated_path,
+    set_threads,
 )
-from ecopt.workloads.tabular import finish_trial, generated_path, set_threads
 
 __all__ = ["NCFObjective", "build_neumf", "leave_last_out", "sample_negatives", "hit_rate",
            "profile_target"]
@@ -147,7 +146,7 @@ def hit_rate(model: Any, test_users: np.ndarray, test_items: np.ndarray, n_items
 
 
 @dataclass
-class NCFObjective:
+class NCFObjective(DeviceObjective):
     """NeuMF on MovieLens-format ratings (see module docstring).
 
     Args:
@@ -215,13 +214,6 @@ class NCFObjective:
         split = {"test_users": users[te], "test_items": items[te], "rated": rated,
                  "n_users": table.cardinalities[0], "n_items": n_items}
         return (torch.from_numpy(u_all), torch.from_numpy(i_all), torch.from_numpy(y_all)), split
-
-    def __call__(self, trial: Trial) -> dict[str, float]:
-        p = self.params(trial)
-        device = resolve_device(self.device)
-        prec = Precision(str(p["precision"]), device)  # validated before anything runs
-        with trial_on_device(trial, device):
-            return self._run(trial, p, device, prec)
 
     def _run(self, trial: Trial, p: dict[str, Any], device: str, prec: Precision
              ) -> dict[str, float]:

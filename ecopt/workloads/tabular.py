@@ -81,7 +81,7 @@ from ecopt.workloads.device import (
 )
 
 __all__ = ["TabularObjective", "build_mlp_regressor", "profile_target", "finish_trial",
-           "generated_path", "set_threads"]
+           "generated_path", "set_threads", "DeviceObjective"]
 
 _GENERATED: dict[tuple[Any, ...], Path] = {}
 
@@ -127,6 +127,33 @@ def finish_trial(trial: Trial, quality_name: str, quality: float, train_samples:
     return out
 
 
+class DeviceObjective:
+    """``__call__`` of the data workloads: device and precision resolved, ``_run`` on the device.
+
+    Subclasses give ``device``, ``params(trial)`` (the trial's knobs with defaults,
+    ``precision`` among them) and ``_run(trial, params, device, precision)``. The
+    device is checked and the precision validated before anything runs; the run
+    is wrapped in :func:`ecopt.workloads.device.trial_on_device` (memory peaks,
+    CUDA out-of-memory -> infeasible).
+    """
+
+    device: str
+
+    def params(self, trial: Trial) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _run(self, trial: Trial, p: dict[str, Any], device: str, prec: Precision
+             ) -> dict[str, float]:
+        raise NotImplementedError
+
+    def __call__(self, trial: Trial) -> dict[str, float]:
+        p = self.params(trial)
+        device = resolve_device(self.device)
+        prec = Precision(str(p["precision"]), device)
+        with trial_on_device(trial, device):
+            return self._run(trial, p, device, prec)
+
+
 def set_threads(threads: Any) -> None:
     """``torch.set_num_threads(threads)`` unless ``threads`` is None (validated)."""
     if threads is None:
@@ -157,7 +184,7 @@ def build_mlp_regressor(in_dim: int, out_dim: int, hidden: int, depth: int) -> A
 
 
 @dataclass
-class TabularObjective:
+class TabularObjective(DeviceObjective):
     """MLP on Insurance with searchable backend and loader knobs (see module docstring).
 
     Args:
@@ -217,13 +244,6 @@ class TabularObjective:
         perm = rng.permutation(n)
         n_test = max(1, int(round(n * self.test_fraction)))
         return np.sort(perm[n_test:]), np.sort(perm[:n_test])
-
-    def __call__(self, trial: Trial) -> dict[str, float]:
-        p = self.params(trial)
-        device = resolve_device(self.device)
-        prec = Precision(str(p["precision"]), device)  # validated before anything runs
-        with trial_on_device(trial, device):
-            return self._run(trial, p, device, prec)
 
     def _run(self, trial: Trial, p: dict[str, Any], device: str, prec: Precision
              ) -> dict[str, float]:
