@@ -32,6 +32,7 @@ _QUIET = False
 _DEADLINE: float | None = None
 _STOPPED: list[str] = []
 _TABLES: dict[str, dict[str, Any]] = {}
+_GIT: list[str | None] = []  # the checkout's commit when the run started
 
 # A clean clone without `pip install -e .` can still run the scripts: fall back to the
 # checkout's ecopt (appended, so an installed ecopt wins).
@@ -125,6 +126,7 @@ def setup(args: argparse.Namespace) -> None:
     _DEADLINE = None if budget is None else _T0 + float(budget)
     _STOPPED.clear()
     _TABLES.clear()
+    _GIT[:] = [_git_commit()]
     if args.threads < 1:
         raise ValueError(f"--threads >= 1 must hold, got {args.threads}")
     import torch
@@ -275,15 +277,30 @@ def md_table(headers: Sequence[str], rows: Sequence[Sequence[Any]],
     return "\n".join(out)
 
 
+def _git_commit() -> str | None:
+    """HEAD of the checkout, with ``-dirty`` when tracked files had uncommitted changes."""
+    import subprocess
+
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=_ROOT, capture_output=True,
+                                text=True, timeout=10, check=False).stdout.strip() or None
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=_ROOT, capture_output=True, text=True, timeout=10,
+                               check=False).stdout
+    except (OSError, subprocess.SubprocessError):  # pragma: no cover - no git here
+        return None
+    return commit + "-dirty" if commit and dirty.strip() else commit
+
+
 def run_header(command: str, provenance_info: str | tuple[str, bool, str]) -> dict[str, Any]:
     """The recorded-run facts every summary.json starts with.
 
     ``script``, ``command``, ``date``, ``git_commit`` (with ``-dirty`` when the
-    checkout had uncommitted changes), ``versions``, ``machine`` and ``energy``
-    (``meter``, ``measured``, ``note``), as docs/results/ expects.
+    checkout had uncommitted changes, read when the run started), ``versions``,
+    ``machine`` and ``energy`` (``meter``, ``measured``, ``note``), as docs/results/
+    expects.
     """
     import platform
-    import subprocess
 
     versions: dict[str, Any] = {"python": platform.python_version()}
     for mod in ("ecopt", "torch", "transformers", "botorch", "numpy"):
@@ -294,17 +311,7 @@ def run_header(command: str, provenance_info: str | tuple[str, bool, str]) -> di
             except ImportError:
                 continue
         versions[mod] = getattr(m, "__version__", "?")
-    commit = None
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=_ROOT, capture_output=True,
-                                text=True, timeout=10, check=False).stdout.strip() or None
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               cwd=_ROOT, capture_output=True, text=True, timeout=10,
-                               check=False).stdout
-        if commit and dirty.strip():
-            commit += "-dirty"
-    except (OSError, subprocess.SubprocessError):  # pragma: no cover - no git here
-        pass
+    commit = _GIT[0] if _GIT else _git_commit()
     if isinstance(provenance_info, tuple):
         meter, measured, note = provenance_info
         energy: dict[str, Any] = {"meter": meter, "measured": measured, "note": note}
