@@ -213,8 +213,10 @@ class MatmulLoad:
         stop = threading.Event()
 
         def loop() -> None:
+            # Enough work per call that the device stays busy while this thread waits
+            # for the interpreter lock between calls.
             while not stop.is_set():
-                self.run(5)
+                self.run(20)
 
         th = threading.Thread(target=loop, daemon=True, name="gpu-check-load")
         th.start()
@@ -381,6 +383,7 @@ def sec_counter_resolution(ck: Check, deadline: float) -> dict[str, Any]:
         _, e_last = read()
         reads = 1
         while time.perf_counter() < t_end:
+            time.sleep(1e-4)  # lets the load thread in; ~0.1 ms is far below the period
             t, e = read()
             reads += 1
             if e != e_last:
@@ -424,6 +427,12 @@ def sec_counter_resolution(ck: Check, deadline: float) -> dict[str, Any]:
                     "change and the median |error| of its power vs the steady power is <= 10%"}
 
 
+def _limit_state(ck: Check) -> Path | None:
+    """The power-limit state file: the default one on a GPU (so any later study open repairs a
+    killed run), one in the output folder for the dry run's fake GPU."""
+    return ck.out / "power-limit-state.json" if ck.dry else None
+
+
 def sec_power_limits(ck: Check, deadline: float) -> dict[str, Any]:
     from ecopt.errors import PowerLimitError
     from ecopt.meters.power_limit import gpu_power_limit, power_limit_range
@@ -435,7 +444,7 @@ def sec_power_limits(ck: Check, deadline: float) -> dict[str, Any]:
     load = MatmulLoad(ck.device, ck.s.matrix_n)
     counter, _ = _meters(ck)
     rows: list[dict[str, Any]] = []
-    state = ck.out / "power-limit-state.json"
+    state = _limit_state(ck)
     try:
         for w in limits:
             if time.monotonic() > deadline:
@@ -676,8 +685,7 @@ def _watchdog(ck: Check) -> threading.Timer:
         with contextlib.suppress(Exception):
             from ecopt.meters.power_limit import restore_stale_power_limits
 
-            restore_stale_power_limits(ck.out / "power-limit-state.json",
-                                       include_this_process=True)
+            restore_stale_power_limits(_limit_state(ck), include_this_process=True)
         ck.save(status="stopped by the watchdog (budget overrun)")
         sys.stderr.write(f"gpu_check: budget overrun in section {where}; results in {ck.out}\n")
         sys.stderr.flush()
@@ -694,7 +702,8 @@ def _parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--out", required=True, help="results folder (summary.json, summary.md, studies)")
     p.add_argument("--gpu", type=int, default=0,
-                   help="CUDA index of the GPU to check (applied as CUDA_VISIBLE_DEVICES)")
+                   help="index of the GPU to check (applied as CUDA_VISIBLE_DEVICES unless that "
+                        "is set already, in which case GPU 0 of it is checked)")
     p.add_argument("--budget-s", type=float, default=420.0,
                    help="time budget of the whole run (with --grace-s and start-up: < 8 min)")
     p.add_argument("--grace-s", type=float, default=30.0,
