@@ -34,7 +34,7 @@ from typing import Any
 from ecopt.errors import MeterError, MeterUnavailableError
 from ecopt.meters.base import ComponentEnergy, Meter, sync_cuda_if_used
 
-__all__ = ["NVMLMeter", "visible_gpu_selectors", "visible_gpus"]
+__all__ = ["NVMLMeter", "visible_gpu_selectors", "visible_gpus", "select_gpus"]
 
 _INSTALL_HINT = "pip install 'ecopt[gpu]' (nvidia-ml-py)"
 #: NVML energy counters are unsigned 64-bit millijoules.
@@ -100,6 +100,25 @@ def visible_gpus(nv: Any, count: int | None = None) -> list[tuple[int, Any]]:
             h = nv.nvmlDeviceGetHandleByUUID(sel if sel.startswith("GPU-") else f"GPU-{sel}")
             visible.append((int(nv.nvmlDeviceGetIndex(h)), h))
     return visible
+
+
+def select_gpus(requested: list[int] | tuple[int, ...] | None, n_visible: int) -> list[int]:
+    """The CUDA indices asked for (default: all ``n_visible``), checked.
+
+    Raises:
+        ValueError: for an empty list, an index outside ``[0, n_visible - 1]`` or a repeat.
+    """
+    wanted = [int(g) for g in requested] if requested is not None else list(range(n_visible))
+    if not wanted:
+        raise ValueError("gpus must name at least one GPU index, got []")
+    for g in wanted:
+        if not 0 <= g < n_visible:
+            raise ValueError(
+                f"GPU index must be in [0, {n_visible - 1}] ({n_visible} visible GPU(s), "
+                f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}), got {g}")
+    if len(set(wanted)) != len(wanted):
+        raise ValueError(f"GPU indices must be unique, got {wanted}")
+    return wanted
 
 
 @dataclass
@@ -173,17 +192,7 @@ class NVMLMeter(Meter):
             raise MeterUnavailableError(
                 f"NVML sees no usable GPU (device count {count}, CUDA_VISIBLE_DEVICES="
                 f"{os.environ.get('CUDA_VISIBLE_DEVICES')!r}); use meter='estimate'")
-        wanted = self.gpus_requested if self.gpus_requested is not None else list(range(len(visible)))
-        if not wanted:
-            raise ValueError("gpus must name at least one GPU index, got []")
-        for g in wanted:
-            if not 0 <= g < len(visible):
-                raise ValueError(
-                    f"GPU index must be in [0, {len(visible) - 1}] ({len(visible)} visible "
-                    f"GPU(s), CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}), "
-                    f"got {g}")
-        if len(set(wanted)) != len(wanted):
-            raise ValueError(f"GPU indices must be unique, got {wanted}")
+        wanted = select_gpus(self.gpus_requested, len(visible))
         self._gpus: list[_Gpu] = []
         for g in wanted:
             nvml_index, h = visible[g]

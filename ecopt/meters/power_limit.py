@@ -134,7 +134,7 @@ def _error_code(exc: BaseException) -> int | None:
 
 def _handles(nv: Any, gpus: Sequence[int] | None) -> list[tuple[int, Any]]:
     """``(cuda index, handle)`` of the requested GPUs (default: every visible GPU)."""
-    from ecopt.meters.nvml import visible_gpus
+    from ecopt.meters.nvml import select_gpus, visible_gpus
 
     try:
         visible = visible_gpus(nv)
@@ -144,14 +144,8 @@ def _handles(nv: Any, gpus: Sequence[int] | None) -> list[tuple[int, Any]]:
         raise MeterUnavailableError(
             f"NVML sees no usable GPU (CUDA_VISIBLE_DEVICES="
             f"{os.environ.get('CUDA_VISIBLE_DEVICES')!r}); a power limit needs one")
-    wanted = list(range(len(visible))) if gpus is None else [int(g) for g in gpus]
-    if not wanted or len(set(wanted)) != len(wanted):
-        raise ValueError(f"gpus must name distinct GPU indices, got {list(gpus or [])}")
-    for g in wanted:
-        if not 0 <= g < len(visible):
-            raise ValueError(f"GPU index must be in [0, {len(visible) - 1}] ({len(visible)} "
-                             f"visible GPU(s)), got {g}")
-    return [(g, visible[g][1]) for g in wanted]
+    return [(g, visible[g][1]) for g in select_gpus(None if gpus is None else list(gpus),
+                                                    len(visible))]
 
 
 def _read(nv: Any, cuda_index: int, h: Any) -> GpuLimit:
