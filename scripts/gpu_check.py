@@ -562,7 +562,7 @@ def verdicts(results: dict[str, Any]) -> list[list[str]]:
     agree = get("counter_vs_power", "sampled_minus_counter_pct")
     rows.append(["energy counter vs integrated sampled power (steady load)",
                  f"{_f(agree, 3)} %", _f(None if agree is None else abs(agree) <= 5.0)
-                 + " (|diff| <= 5%)"])
+                 + " (abs <= 5%)"])
     cv = get("repeatability", "energy_cv")
     rows.append(["energy of the same work, 5 repeats: coefficient of variation",
                  _f(cv, 3), _f(None if cv is None else cv <= 0.02) + " (<= 2%)"])
