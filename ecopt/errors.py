@@ -92,3 +92,11 @@ class TrialPruned(Exception):
         >>> if trial.should_stop():
         ...     raise ecopt.TrialPruned()
     """
+
+
+class DeviceUnavailableError(EcoptError):
+    """A workload asked for a device (``cuda``, ``cuda:N``) this machine cannot provide."""
+
+
+class PowerLimitError(EcoptError):
+    """A GPU power limit could not be read, set or restored (the message says how to fix it)."""
