@@ -12,6 +12,7 @@ real data and carry none of its statistics beyond what is documented here.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,8 @@ __all__ = [
     "write_insurance",
     "make_movielens",
     "write_movielens",
+    "write_movielens_side_files",
+    "find_real_data",
     "MOVIELENS_1M",
     "make_image_folder",
     "ImageFolder",
@@ -189,6 +192,86 @@ def write_movielens(path: str | Path, n_users: int = 300, n_movies: int = 400,
     lines = "\n".join("::".join(map(str, r)) for r in arr.tolist())
     p.write_text(lines + "\n", encoding="ascii")
     return p
+
+
+#: ML-1M's users.dat codes: age groups and the 21 occupations (0-20).
+ML_AGES = (1, 18, 25, 35, 45, 50, 56)
+ML_GENRES = ("Action", "Adventure", "Animation", "Children's", "Comedy", "Crime", "Documentary",
+             "Drama", "Fantasy", "Film-Noir", "Horror", "Musical", "Mystery", "Romance",
+             "Sci-Fi", "Thriller", "War", "Western")
+
+
+def write_movielens_side_files(folder: str | Path, ratings: str | Path | None = None,
+                               seed: int = 0) -> tuple[Path, Path]:
+    """Write ``users.dat`` and ``movies.dat`` in ML-1M's formats for the ids in ``ratings``.
+
+    ``users.dat``: ``UserID::Gender::Age::Occupation::Zip-code`` (Age one of
+    ML-1M's groups, Occupation 0-20); ``movies.dat``: ``MovieID::Title::Genres``
+    (titles like ``Title 12: Part 2 (1995)``, with a colon inside as real titles
+    have; Genres ``|``-separated from ML-1M's 18). Generated, not real.
+
+    Args:
+        folder: Where to write (created).
+        ratings: A ``ratings.dat`` whose user and movie ids the files cover
+            (default: ``folder/ratings.dat``).
+        seed: Random seed.
+
+    Returns:
+        ``(users_path, movies_path)``.
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    src = Path(ratings) if ratings is not None else folder / "ratings.dat"
+    u_ids, m_ids = _ids_of(src)
+    users, movies = np.unique(u_ids), np.unique(m_ids)
+    rng = np.random.default_rng(seed)
+    u_lines = [f"{u}::{'MF'[int(rng.integers(2))]}::{ML_AGES[int(rng.integers(len(ML_AGES)))]}::"
+               f"{int(rng.integers(21))}::{int(rng.integers(10000, 99999)):05d}" for u in users]
+    m_lines = []
+    for m in movies:
+        k = int(rng.integers(1, 4))
+        genres = "|".join(sorted(rng.choice(ML_GENRES, k, replace=False)))
+        part = f": Part {int(rng.integers(2, 4))}" if rng.random() < 0.1 else ""
+        m_lines.append(f"{m}::Title {m}{part} ({int(rng.integers(1919, 2001))})::{genres}")
+    up, mp = folder / "users.dat", folder / "movies.dat"
+    up.write_text("\n".join(u_lines) + "\n", encoding="latin-1")
+    mp.write_text("\n".join(m_lines) + "\n", encoding="latin-1")
+    return up, mp
+
+
+def _ids_of(ratings: Path) -> tuple[np.ndarray, np.ndarray]:
+    import pandas as pd
+
+    df = pd.read_csv(ratings, sep=":", header=None, usecols=[0, 2], names=["u", "m"],
+                     dtype="int64")
+    return df["u"].to_numpy(), df["m"].to_numpy()
+
+
+def find_real_data(name: str, search: Sequence[str | Path] = ()) -> Path | None:
+    """The real data file of ``name`` if one is present, else ``None``.
+
+    Looks for ``insurance.csv`` (``name="insurance"``) or ``ml-1m/ratings.dat``
+    (``name="movielens"``, with ``users.dat`` and ``movies.dat`` beside it when
+    they exist) in ``search``, then ``$ECOPT_DATA_DIR``, ``./data`` and
+    ``~/.ecopt/data``. Nothing is downloaded.
+
+    Raises:
+        ValueError: for an unknown name.
+    """
+    import os
+
+    rel = {"insurance": ("insurance.csv",), "movielens": ("ml-1m/ratings.dat", "ratings.dat")}
+    if name not in rel:
+        raise ValueError(f"name must be one of {sorted(rel)}, got {name!r}")
+    roots = [Path(s) for s in search]
+    if os.environ.get("ECOPT_DATA_DIR"):
+        roots.append(Path(os.environ["ECOPT_DATA_DIR"]))
+    roots += [Path("data"), Path.home() / ".ecopt" / "data"]
+    for root in roots:
+        for r in rel[name]:
+            if (root / r).is_file():
+                return root / r
+    return None
 
 
 def make_image_folder(root: str | Path, n_classes: int = 3, images_per_class: int = 20,

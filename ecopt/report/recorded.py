@@ -81,7 +81,8 @@ __all__ = [
     "Table", "RecordedRun", "MarkerProblem", "interval", "render_cell", "render_table",
     "write_run", "read_run", "results_dir", "command_line", "git_commit", "library_versions",
     "machine_line", "estimated_energy", "render_markers", "check_docs", "update_docs",
-    "marker_block", "RESULTS_ROOT", "DEFAULT_LIBRARIES",
+    "marker_block", "RESULTS_ROOT", "DEFAULT_LIBRARIES", "trimmed_mean_ci", "trimmed_interval",
+    "record_dirs",
 ]
 
 #: Where recorded runs live, relative to the repository root.
@@ -104,6 +105,44 @@ def interval(value: float, low: float, high: float) -> dict[str, float]:
 
 def _is_interval(c: Any) -> bool:
     return isinstance(c, Mapping) and set(c) == {"value", "low", "high"}
+
+
+def trimmed_mean_ci(xs: Iterable[float], cut: float = 0.2) -> tuple[float, float, float]:
+    """Trimmed mean and its 95 % interval (Tukey-McLaughlin), NaNs dropped.
+
+    ``cut`` of the values go at each end (``floor(cut * n)``); the interval uses
+    the Winsorised standard deviation and Student's t with ``n - 2g - 1``
+    degrees of freedom. One value (or nothing left to spread) gives a
+    zero-width interval; no values give NaNs.
+
+    Returns:
+        ``(trimmed_mean, low, high)``.
+    """
+    from scipy import stats
+
+    x = sorted(float(v) for v in xs if v is not None and not math.isnan(float(v)))
+    n = len(x)
+    if n == 0:
+        return math.nan, math.nan, math.nan
+    g = int(math.floor(cut * n))
+    kept = x[g:n - g]
+    tm = sum(kept) / len(kept)
+    if n - 2 * g < 2:
+        return tm, tm, tm
+    wins = [x[g]] * g + kept + [x[n - g - 1]] * g
+    mw = sum(wins) / n
+    sw = math.sqrt(sum((v - mw) ** 2 for v in wins) / (n - 1))
+    se = sw / ((1 - 2 * cut) * math.sqrt(n)) if g > 0 else sw / math.sqrt(n)
+    t = float(stats.t.ppf(0.975, n - 2 * g - 1))
+    return tm, tm - t * se, tm + t * se
+
+
+def trimmed_interval(xs: Iterable[float], cut: float = 0.2, nonnegative: bool = True
+                     ) -> dict[str, float]:
+    """:func:`trimmed_mean_ci` as a table cell; ``nonnegative`` clips the low end at 0
+    (times, joules and bytes cannot be negative)."""
+    tm, lo, hi = trimmed_mean_ci(xs, cut)
+    return interval(tm, max(lo, 0.0) if nonnegative and not math.isnan(lo) else lo, hi)
 
 
 def render_cell(c: Cell) -> str:
@@ -294,6 +333,15 @@ def results_dir(script_stem: str, tag: str | None = None, date: str | None = Non
         raise ValueError(f"a result folder is named YYYY-MM-DD[-tag] (tag: letters, digits, "
                          f"'_', '.', '-'), got {name!r}")
     return Path(root) / script_stem / name
+
+
+def record_dirs(out: str | Path, script_stem: str, record: str | None) -> list[Path]:
+    """Where a script writes its summary: ``out``, plus ``docs/results/<stem>/<date>[-<tag>]``
+    when ``record`` is given (``""`` for no tag)."""
+    dirs = [Path(out)]
+    if record is not None:
+        dirs.append(results_dir(script_stem, tag=record or None))
+    return dirs
 
 
 def write_run(out_dir: str | Path, *, script: str, command: str, tables: Mapping[str, Table],
