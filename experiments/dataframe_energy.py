@@ -50,6 +50,7 @@ from ecopt.report.recorded import (  # noqa: E402
     Table,
     command_line,
     estimated_energy,
+    git_commit,
     record_dirs,
     trimmed_interval,
     trimmed_mean_ci,
@@ -279,6 +280,18 @@ def _apart(a: dict[str, float], b: dict[str, float]) -> bool:
     return a["low"] > b["high"]
 
 
+def _verdict(vals: dict[str, dict[str, float]], who: str) -> str:
+    """Whether ``who`` has the highest value, and whether its interval clears the others'."""
+    others = [b for b in vals if b != who]
+    top = max(others, key=lambda b: vals[b]["value"])
+    ratio = vals[who]["value"] / vals[top]["value"] if vals[top]["value"] > 0 else math.inf
+    if all(_apart(vals[who], vals[b]) for b in others):
+        return f"holds: {who} highest ({ratio:.2f}x {top}), intervals apart"
+    if ratio > 1:
+        return f"not shown: {who} {ratio:.2f}x {top}, intervals overlap"
+    return f"does not hold: {who} {ratio:.2f}x {top}"
+
+
 def findings_table(wf: dict[str, Any], ram: dict[str, Any], energy_word: str) -> Table:
     """The study's two findings, restated as measures, with whether they hold here."""
     rows: list[list[Any]] = []
@@ -286,27 +299,22 @@ def findings_table(wf: dict[str, Any], ram: dict[str, Any], energy_word: str) ->
         f = wf.get(name, {})
         if not all(b in f for b in BACKENDS):
             continue
-        d, others = f["dask"]["total_j"], [f[b]["total_j"] for b in ("pandas", "polars")]
-        highest = all(d["value"] > o["value"] for o in others)
-        verdict = ("yes: dask highest, intervals apart" if all(_apart(d, o) for o in others)
-                   else "yes, but intervals overlap" if highest else "no")
+        vals = {b: f[b]["total_j"] for b in BACKENDS}
         rows.append(["Dask's CPU energy on MovieLens", f"{name}: whole workflow J ({energy_word})",
-                     f["pandas"]["total_j"], f["polars"]["total_j"], d, verdict])
+                     vals["pandas"], vals["polars"], vals["dask"], _verdict(vals, "dask")])
     if all(f"movielens/{b}" in ram for b in BACKENDS):
-        r = {b: ram[f"movielens/{b}"]["energy_j"] for b in BACKENDS}
-        highest = all(r["dask"]["value"] > r[b]["value"] for b in ("pandas", "polars"))
-        verdict = ("yes: dask highest, intervals apart"
-                   if all(_apart(r["dask"], r[b]) for b in ("pandas", "polars"))
-                   else "yes, but intervals overlap" if highest else "no")
-        rows.append(["Dask's CPU energy on MovieLens", f"5 operators, fresh process: J ({energy_word})",
-                     r["pandas"], r["polars"], r["dask"], verdict])
+        vals = {b: ram[f"movielens/{b}"]["energy_j"] for b in BACKENDS}
+        rows.append(["Dask's CPU energy on MovieLens",
+                     f"5 operators, fresh process: J ({energy_word})",
+                     vals["pandas"], vals["polars"], vals["dask"], _verdict(vals, "dask")])
     if all(f"insurance/{b}" in ram for b in BACKENDS):
         for key, label in (("added_mb", "RAM added by the 5 operators, MB (fresh process)"),
                            ("peak_rss_mb", "peak RSS of the process incl. libraries, MB")):
-            r = {b: ram[f"insurance/{b}"][key] for b in BACKENDS}
-            order = sorted(BACKENDS, key=lambda b: r[b]["value"])
-            rows.append(["polars' RAM on Insurance", label, r["pandas"], r["polars"], r["dask"],
-                         f"polars ranks {order.index('polars') + 1} of 3 (1 = least)"])
+            vals = {b: ram[f"insurance/{b}"][key] for b in BACKENDS}
+            order = sorted(BACKENDS, key=lambda b: vals[b]["value"])
+            rows.append(["polars' RAM on Insurance", label, vals["pandas"], vals["polars"],
+                         vals["dask"], f"polars ranks {order.index('polars') + 1} of 3 "
+                                       f"(1 = least); {_verdict(vals, 'polars')}"])
     return Table(["finding", "measure", "pandas", "polars", "dask", "here"], rows)
 
 
@@ -378,6 +386,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.repeats < 1:
         raise ValueError(f"--repeats >= 1 must hold, got {args.repeats}")
+    sha = git_commit(Path(__file__).resolve().parents[1])
     C.setup(args)
     import warnings
 
@@ -422,7 +431,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                   command=command_line("experiments/dataframe_energy.py", argv),
                   tables=tables, energy=energy, notes=notes, facts=facts,
                   title="Dataframe backends in whole ML workflows",
-                  extra_libraries=["pytorch-tabnet"])
+                  extra_libraries=["pytorch-tabnet"], git=sha)
         if png is not None and d != Path(args.out):
             (d / png.name).write_bytes(png.read_bytes())
     if not args.quiet:

@@ -347,7 +347,8 @@ def record_dirs(out: str | Path, script_stem: str, record: str | None) -> list[P
 def write_run(out_dir: str | Path, *, script: str, command: str, tables: Mapping[str, Table],
               energy: Mapping[str, Any] | None, title: str = "", notes: Sequence[str] = (),
               facts: Mapping[str, Any] | None = None, date: str | None = None,
-              extra_libraries: Iterable[str] = ()) -> RecordedRun:
+              extra_libraries: Iterable[str] = (), git: tuple[str, bool] | None = None
+              ) -> RecordedRun:
     """Write ``summary.json`` and ``summary.md`` of a run into ``out_dir``.
 
     The git commit, library versions and machine are filled in here.
@@ -364,6 +365,9 @@ def write_run(out_dir: str | Path, *, script: str, command: str, tables: Mapping
         facts: Other facts worth keeping (small; floats are rounded).
         date: ``YYYY-MM-DD`` (default: today, UTC).
         extra_libraries: Package names whose versions matter too.
+        git: ``(sha, dirty)`` from :func:`git_commit` taken when the run started
+            (default: taken now; files edited during a long run would then
+            count as the run's).
 
     Returns:
         The :class:`RecordedRun` as written.
@@ -376,7 +380,7 @@ def write_run(out_dir: str | Path, *, script: str, command: str, tables: Mapping
             raise ValueError(f"table ids use letters, digits, '_', '.', '-', got {tid!r}")
     if energy is not None and not {"meter", "measured"} <= set(energy):
         raise ValueError(f"energy needs 'meter' and 'measured' keys (or None), got {dict(energy)}")
-    sha, dirty = git_commit(Path.cwd())
+    sha, dirty = git if git is not None else git_commit(Path.cwd())
     run = RecordedRun(
         script=script, command=command,
         date=date or _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d"),
