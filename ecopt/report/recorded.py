@@ -265,8 +265,8 @@ class RecordedRun:
 def git_commit(where: str | Path | None = None) -> tuple[str, bool]:
     """``(sha, dirty)`` of the git checkout holding ``where`` (``("unknown", False)`` outside one).
 
-    ``dirty`` is true when tracked files have uncommitted changes: the numbers
-    then come from code that differs from ``sha``.
+    ``dirty`` is true when tracked files outside the doc pages and recorded runs
+    have uncommitted changes: the numbers then come from code that differs from ``sha``.
     """
     cwd = Path(where) if where is not None else Path(__file__).resolve().parent
     if cwd.is_file():
@@ -274,7 +274,9 @@ def git_commit(where: str | Path | None = None) -> tuple[str, bool]:
     try:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True,
                              text=True, check=True, timeout=10).stdout.strip()
-        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+        # Pages and recorded runs under docs/ do not change the numbers a run produces.
+        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--",
+                                 ":/", ":(exclude,top)docs/*.md", ":(exclude,top)docs/results"],
                                 cwd=cwd, capture_output=True, text=True, check=True,
                                 timeout=30).stdout
     except (OSError, subprocess.SubprocessError):
