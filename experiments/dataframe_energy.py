@@ -312,9 +312,14 @@ def findings_table(wf: dict[str, Any], ram: dict[str, Any], energy_word: str) ->
                            ("peak_rss_mb", "peak RSS of the process incl. libraries, MB")):
             vals = {b: ram[f"insurance/{b}"][key] for b in BACKENDS}
             order = sorted(BACKENDS, key=lambda b: vals[b]["value"])
+            apart = all(vals["polars"]["low"] > vals[b]["high"] or
+                        vals["polars"]["high"] < vals[b]["low"] for b in BACKENDS
+                        if b != "polars")
             rows.append(["polars' RAM on Insurance", label, vals["pandas"], vals["polars"],
-                         vals["dask"], f"polars ranks {order.index('polars') + 1} of 3 "
-                                       f"(1 = least); {_verdict(vals, 'polars')}"])
+                         vals["dask"],
+                         f"polars ranks {order.index('polars') + 1} of 3 (1 = least), "
+                         f"{vals['polars']['value'] / vals['pandas']['value']:.2f}x pandas; "
+                         f"intervals {'apart' if apart else 'overlap'}"])
     return Table(["finding", "measure", "pandas", "polars", "dask", "here"], rows)
 
 
