@@ -79,7 +79,13 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     import torch
 
-    from ecopt.report.recorded import Table, command_line, git_commit, record_dirs, write_run
+    from ecopt.report.recorded import (
+        Table,
+        command_line,
+        git_commit,
+        record_dirs,
+        write_run,
+    )
 
     sha = git_commit(_ROOT)
     load0 = os.getloadavg()[0]

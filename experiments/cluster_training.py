@@ -245,7 +245,7 @@ def train_dask(model: str, x: Any, y: Any, args: argparse.Namespace, client: Any
                ) -> Callable[[Any], Any]:
     if model in ("gradient_boosting", "text_classifier"):
         import xgboost as xgb
-        import xgboost.dask  # noqa: F401 - registers xgb.dask
+        import xgboost.dask  # registers xgb.dask
 
         d = xgb.dask.DaskDMatrix(client, x, y)
         out = xgb.dask.train(client, _xgb_params(args, nthread=args.threads_per_worker), d,

@@ -111,7 +111,10 @@ def resolve_data(args: Any, workdir: Path) -> dict[str, Any]:
 
 def workloads(args: Any, data: dict[str, Any]) -> dict[str, tuple[Any, str, str]]:
     """name -> (objective, quality metric, direction)."""
-    from ecopt.workloads.classic import ClassicTabularObjective, MatrixFactorizationObjective
+    from ecopt.workloads.classic import (
+        ClassicTabularObjective,
+        MatrixFactorizationObjective,
+    )
     from ecopt.workloads.ncf import NCFObjective
     from ecopt.workloads.tabular import TabularObjective
 

@@ -30,7 +30,7 @@ def _run(tmp_path, **kw):
 
 
 def test_round_trip_and_provenance(tmp_path):
-    run, t = _run(tmp_path)
+    run, _ = _run(tmp_path)
     back = read_run(tmp_path / "run")
     assert back.tables["epochs"] == run.tables["epochs"]
     assert back.to_dict() == run.to_dict()

@@ -404,7 +404,7 @@ def allocate(profile: PipelineProfile, cores: float, epochs: int,
     if not ranked:
         raise ValueError(f"no setting fits memory_limit_bytes={memory_limit_bytes:.3g}")
     ranked.sort(key=lambda r: (r[0], r[1].num_workers, r[1].cache_after is not None))
-    best_t, best, best_lp, best_mem = ranked[0]
+    _, best, best_lp, best_mem = ranked[0]
     base = math.nan
     if current is not None:
         base = sum(predict_epochs(profile, current, epochs, cores))

@@ -39,7 +39,7 @@ from typing import Any
 
 from ecopt.data.memory import PeakRSS
 from ecopt.data.pipeline import StageWindow
-from ecopt.data.schema import INSURANCE, MOVIELENS
+from ecopt.data.schema import MOVIELENS
 from ecopt.meters import Meter, get_meter
 
 __all__ = ["OPERATORS", "OperatorTrace", "trace_operators", "operator_plan", "main"]

@@ -8,7 +8,13 @@ import math
 import pytest
 import torch
 
-from ecopt.data import INSURANCE, LoaderConfig, StagedDataset, TablePipeline, make_loader
+from ecopt.data import (
+    INSURANCE,
+    LoaderConfig,
+    StagedDataset,
+    TablePipeline,
+    make_loader,
+)
 from ecopt.data.allocation import (
     PipelineProfile,
     PipelineSetting,

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from ecopt.data.datasets import write_insurance, write_movielens, write_movielens_side_files
+from ecopt.data.datasets import (
+    write_insurance,
+    write_movielens,
+    write_movielens_side_files,
+)
 from ecopt.data.operators import OPERATORS, operator_plan, trace_operators
 
 
