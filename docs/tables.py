@@ -9,6 +9,7 @@ and ``<!-- /table -->``; its rows come from
     python -m docs.tables --check         # write nothing; exit 1 listing every mismatch
     python -m docs.tables --print plumber/2026-12-04#epochs   # a block ready to paste
     python -m docs.tables --list plumber/2026-12-04           # the tables of one run
+    python -m docs.tables --adopt docs/benchmarks.md          # wrap hand tables equal to a recorded one
 
 Run it from the repository root (or pass ``--docs``).
 """
@@ -25,6 +26,7 @@ if str(_ROOT) not in sys.path:  # a clean clone without `pip install -e .`
     sys.path.append(str(_ROOT))
 
 from ecopt.report.recorded import (  # noqa: E402
+    adopt_tables,
     check_docs,
     marker_block,
     read_run,
@@ -43,11 +45,24 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="print the block (markers included) for <stem>/<date-tag>#<table_id>")
     g.add_argument("--list", metavar="RUN", dest="run",
                    help="list the table ids of <stem>/<date-tag>")
+    g.add_argument("--adopt", metavar="PAGE", nargs="+",
+                   help="wrap every table of these pages that equals a recorded table in its "
+                        "markers (and list tables whose columns match but rows differ)")
     args = p.parse_args(argv)
     docs = Path(args.docs)
     results = Path(args.results) if args.results else docs / "results"
     if args.ref:
         print(marker_block(args.ref, results))
+        return 0
+    if args.adopt:
+        for page in map(Path, args.adopt):
+            new, adopted, near = adopt_tables(page.read_text(encoding="utf-8"), results)
+            for a in adopted:
+                print(f"{page}: adopted {a}")
+            for n in near:
+                print(f"{page}: {n}")
+            if adopted:
+                page.write_text(new, encoding="utf-8")
         return 0
     if args.run:
         run = read_run(results / args.run)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ecopt.report.recorded import (
     Table,
+    adopt_tables,
     check_docs,
     marker_block,
     render_markers,
@@ -68,3 +69,18 @@ def test_a_correct_page_passes_and_is_left_alone(tmp_path):
     new, problems = render_markers(text, results)
     assert new == text and problems == []
     assert good.splitlines()[1:4] == ["| k | v |", "|---|---|", "| a | 1.5 |"]
+
+
+def test_adopt_wraps_hand_tables_equal_to_a_recorded_one(tmp_path):
+    results, good = _setup(tmp_path)
+    body = "\n".join(good.splitlines()[1:-1])
+    hand = body.replace("| a | 1.5 |", "|  a  |  1.5 |")  # spacing does not matter
+    other = body.replace("12,345", "12,300")
+    text = f"# Page\n\n{hand}\n\ntext\n\n{other}\n\n{good}\n"
+    new, adopted, near = adopt_tables(text, results)
+    assert adopted == ["line 3: demo/2026-12-04#t"]
+    assert near == ["line 10: same columns as demo/2026-12-04#t, rows differ"]
+    assert new.count("<!-- table: demo/2026-12-04#t -->") == 2  # the adopted one + the existing
+    page = tmp_path / "docs" / "p.md"
+    page.write_text(new.replace(hand, body))
+    assert [p.message for p in check_docs(tmp_path / "docs", results)] == []

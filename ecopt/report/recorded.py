@@ -82,7 +82,7 @@ __all__ = [
     "write_run", "read_run", "results_dir", "command_line", "git_commit", "library_versions",
     "machine_line", "estimated_energy", "render_markers", "check_docs", "update_docs",
     "marker_block", "RESULTS_ROOT", "DEFAULT_LIBRARIES", "trimmed_mean_ci", "trimmed_interval",
-    "record_dirs",
+    "record_dirs", "adopt_tables",
 ]
 
 #: Where recorded runs live, relative to the repository root.
@@ -539,3 +539,67 @@ def update_docs(docs_dir: str | Path = "docs", results_root: str | Path | None =
             page.write_text(new, encoding="utf-8")
             changed.append(page)
     return changed, left
+
+
+def _norm_table(lines: Sequence[str]) -> tuple[str, ...]:
+    return tuple(" ".join(c.strip() for c in ln.strip().strip("|").split("|")) for ln in lines)
+
+
+def adopt_tables(text: str, results_root: str | Path = RESULTS_ROOT
+                 ) -> tuple[str, list[str], list[str]]:
+    """Wrap hand-written tables that equal a recorded table in markers.
+
+    Every Markdown table of the page outside a marker block is compared (cell
+    by cell, whitespace ignored) with every table of every recorded run under
+    ``results_root``; an exact match is replaced by its marker block.
+
+    Returns:
+        ``(new_text, adopted, near)``: the page, one ``"line N: ref"`` per
+        table wrapped, and one ``"line N: same columns as ref, rows differ"``
+        per table whose header matches a recorded table but whose rows do not
+        (regenerate or re-record those by hand).
+    """
+    root = Path(results_root)
+    index: dict[tuple[str, ...], str] = {}
+    headers: dict[tuple[str, ...], list[str]] = {}
+    for summary in sorted(root.glob("*/*/summary.json")):
+        try:
+            run = read_run(summary)
+        except (ValueError, json.JSONDecodeError):
+            continue
+        ref0 = f"{summary.parent.parent.name}/{summary.parent.name}"
+        for tid, t in run.tables.items():
+            lines = render_table(t).splitlines()
+            index.setdefault(_norm_table(lines), f"{ref0}#{tid}")
+            headers.setdefault(_norm_table(lines[:1]), []).append(f"{ref0}#{tid}")
+    lines = text.split("\n")
+    out: list[str] = []
+    adopted: list[str] = []
+    near: list[str] = []
+    inside = False
+    i = 0
+    while i < len(lines):
+        ln = lines[i]
+        if _OPEN.search(ln):
+            inside = True
+        if ln.strip() == _CLOSE:
+            inside = False
+        if inside or not ln.lstrip().startswith("|"):
+            out.append(ln)
+            i += 1
+            continue
+        j = i
+        while j < len(lines) and lines[j].lstrip().startswith("|"):
+            j += 1
+        block = lines[i:j]
+        key = _norm_table(block)
+        if key in index:
+            out += [f"<!-- table: {index[key]} -->", *block, _CLOSE]
+            adopted.append(f"line {i + 1}: {index[key]}")
+        else:
+            if _norm_table(block[:1]) in headers:
+                near.append(f"line {i + 1}: same columns as "
+                            f"{', '.join(headers[_norm_table(block[:1])])}, rows differ")
+            out += block
+        i = j
+    return "\n".join(out), adopted, near
