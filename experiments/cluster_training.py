@@ -112,6 +112,12 @@ class ClusterMeter:
 
     @contextlib.contextmanager
     def window(self) -> Iterator[dict[str, float]]:
+        """Measure the block: ``wall_s``, ``cpu_s``, ``peak_mb`` and ``energy_j`` (ESTIMATED).
+
+        ``peak_mb`` is this process's peak RSS when it works alone (local runs
+        run in a fresh process), or, with a client, the workers' summed peak
+        process memory plus what this (client) process added.
+        """
         from ecopt.data.memory import PeakRSS
         from ecopt.meters.estimate import DEFAULT_CPU_W_PER_CORE, DEFAULT_RAM_W_PER_GB
 
@@ -128,13 +134,15 @@ class ClusterMeter:
             yield out
         out["wall_s"] = time.perf_counter() - t0
         out["cpu_s"] = self._cpu() - cpu0
-        peak = float(mem.peak_bytes)
-        mean_gb = (mem.start_bytes + mem.peak_bytes) / 2 / 1e9
-        if sampler is not None:
+        if sampler is None:
+            peak = float(mem.peak_bytes)
+            mean_gb = (mem.start_bytes + mem.peak_bytes) / 2 / 1e9
+        else:
+            peak = float(mem.peak_bytes - mem.start_bytes)
+            mean_gb = (mem.peak_bytes - mem.start_bytes) / 2 / 1e9
             df = sampler.to_pandas()
             if len(df):
-                cluster_peak = float(df.iloc[:, 0].max())
-                peak += cluster_peak
+                peak += float(df.iloc[:, 0].max())
                 mean_gb += float(df.iloc[:, 0].mean()) / 1e9
         out["peak_mb"] = peak / 1e6
         out["energy_j"] = (out["cpu_s"] * DEFAULT_CPU_W_PER_CORE
@@ -304,6 +312,27 @@ def one_run(model: str, engine: str, args: argparse.Namespace, client: Any) -> d
             "accuracy": _accuracy(pred, yt_np), **total}
 
 
+def _local_child(model: str, args: argparse.Namespace) -> dict[str, Any]:
+    return one_run(model, "local", args, None)
+
+
+def fresh_run(model: str, engine: str, args: argparse.Namespace, client: Any) -> dict[str, Any]:
+    """One run on fresh processes, so no run inherits another's heap.
+
+    Local runs go to a new (spawned) process; on a LocalCluster the workers are
+    restarted first (a real cluster's workers are left alone).
+    """
+    if engine == "local":
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as ex:
+            return ex.submit(_local_child, model, args).result()
+    if not args.scheduler:
+        client.restart()
+    return one_run(model, engine, args, client)
+
+
 def start_cluster(args: argparse.Namespace) -> tuple[Any, Any]:
     from distributed import Client, LocalCluster
 
@@ -393,7 +422,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for rep in range(args.repeats):
             for model in args.models:
                 for engine in args.engines:
-                    r = one_run(model, engine, args, client)
+                    r = fresh_run(model, engine, args, client)
                     runs.setdefault((model, engine), []).append(r)
                     print(f"[{time.monotonic() - t0:6.0f}s] {model} {engine} repeat {rep}: "
                           f"train {r['train_s']:.2f}s total {r['wall_s']:.2f}s CPU {r['cpu_s']:.2f}s "
@@ -423,8 +452,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "(hashed bag of words: scikit-learn / dask-ml HashingVectorizer, then the same "
         "XGBoost model).",
         f"{args.repeats} runs per cell; trimmed mean (20% cut at each end) with a 95% interval; "
-        "total s covers data + train + predict. Peak memory: this process plus, on the "
-        "cluster, the workers' summed process memory (Dask MemorySampler, 0.2 s).",
+        "total s covers data + train + predict. Each local run is a fresh process, and the "
+        "LocalCluster's workers are restarted before each run. Peak memory: local, the "
+        "process's peak RSS (libraries included); cluster, the workers' summed peak process "
+        "memory (Dask MemorySampler, 0.2 s; libraries included) plus what the client added.",
         "The machine was shared with other jobs (1-minute load average "
         f"{load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end): CPU seconds are the "
         "robust measure; wall seconds are shown too.",
