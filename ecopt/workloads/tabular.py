@@ -30,9 +30,9 @@ the trial infeasible; ``peak_host_rss_gb`` (and on CUDA
 ``peak_device_memory_gb``) are recorded per trial (see
 :mod:`ecopt.workloads.device`).
 
-On a small, busy CPU, torch's intra-op threads can spin against each other:
-on the 2-core test machine one training step of this MLP took ~25 ms with 2
-threads under load and ~1 ms with 1 thread; ``threads`` makes that searchable.
+On a small, busy CPU, torch's intra-op threads can spin against each other,
+so a step can be much slower with more threads; ``threads`` makes that
+searchable.
 
 Phases: ``load`` (read the file), ``preprocess`` (impute -> encode -> normalise
 -> tensors, split), ``train`` (with the input pipeline inside: without
