@@ -7,13 +7,12 @@ as a user runs them: one fresh process each, imports included.
 
 Usage:
     python benchmarks/report_speed.py [--sizes 250 500 1000 2000 4000] [--objectives 2]
-        [--repeats 1] [--out docs/results/report_speed/DATE]
+        [--repeats 1] [--record [TAG]]
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import subprocess
 import sys
 import tempfile
@@ -80,8 +79,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", type=int, nargs="+", default=[250, 500, 1000, 2000, 4000])
     ap.add_argument("--objectives", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=1, help="runs per cell (median shown)")
-    ap.add_argument("--out", help="write summary.json/summary.md (a recorded run) here")
+    ap.add_argument("--record", nargs="?", const="", default=None, metavar="TAG",
+                    help="also write a recorded run to docs/results/report_speed/<date>[-TAG]")
     args = ap.parse_args(argv)
+    import os
+
+    from ecopt.report.recorded import git_commit
+
+    git = git_commit()
+    load = os.getloadavg()
     rows = []
     with tempfile.TemporaryDirectory(prefix="ecopt-report-speed-") as tmp_s:
         tmp = Path(tmp_s)
@@ -97,16 +103,19 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{n:>6} trials: " + "  ".join(f"{k} {v:.2f} s" for k, v in
                                                   zip(COMMANDS, row[1:])), flush=True)
     columns = ["trials", *(f"{k} (s)" for k in COMMANDS)]
-    if args.out:
-        from ecopt.report.recorded import write_recorded_run  # type: ignore[import-not-found]
+    if args.record is not None:
+        from ecopt.report import recorded
 
-        write_recorded_run(
-            args.out, script="benchmarks/report_speed.py",
-            command="python " + " ".join(["benchmarks/report_speed.py", *(argv or sys.argv[1:])]),
-            tables={"times": {"columns": columns, "rows": rows}}, energy=None,
-            title=f"Report commands on {args.objectives}-objective studies (wall s, one "
-                  "process each, imports included)",
-            date=_dt.date.today().isoformat())
+        out = recorded.results_dir("report_speed", tag=args.record or None)
+        recorded.write_run(
+            out, script="benchmarks/report_speed.py",
+            command=recorded.command_line("benchmarks/report_speed.py", argv), git=git,
+            tables={"times": recorded.Table(columns, rows)}, energy=None,
+            title=f"Report commands on {args.objectives}-objective studies (wall seconds, one "
+                  "fresh process each, imports included)",
+            notes=[f"load average at the start: {load[0]:.2f}, {load[1]:.2f}, {load[2]:.2f} "
+                   "(2-core machine; other jobs raise every time)"])
+        print(f"recorded in {out}")
     return 0
 
 
