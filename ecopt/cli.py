@@ -29,6 +29,7 @@ _HANDLERS: dict[str, tuple[str, str]] = {
     "show": ("ecopt.report.cli", "show_main"),
     "profile": ("ecopt.data.profiler", "cli_main"),
     "dashboard": ("ecopt.report.dashboard", "dashboard_main"),
+    "repair": ("ecopt.storage", "repair_main"),
 }
 
 
@@ -87,6 +88,16 @@ def _add_reports(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("show", help="terminal summary of a study directory")
     p.add_argument("run_dir", help="study directory")
 
+    for name in ("report", "plot", "compare", "show"):
+        sub.choices[name].add_argument(
+            "--strict", action="store_true",
+            help="exit 1 when the output was written but there were warnings (default: 0)")
+
+
+def _add_repair(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("repair", help="rebuild a lost study.json from the copy in running.jsonl")
+    p.add_argument("run_dir", help="study directory")
+
 
 def _add_profile(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("profile", help="diagnose an input pipeline's bottleneck (Plumber-style)")
@@ -122,7 +133,7 @@ def _add_dashboard(sub: argparse._SubParsersAction) -> None:
 
 
 _REGISTRARS: list[Callable[[argparse._SubParsersAction], None]] = [
-    _add_quickstart, _add_meters, _add_reports, _add_profile, _add_dashboard,
+    _add_quickstart, _add_meters, _add_reports, _add_profile, _add_repair, _add_dashboard,
 ]
 
 
@@ -148,12 +159,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     module, func = _HANDLERS[args.command]
+    import warnings
+
+    # On the command line a warning is one line for the user, not a source listing.
+    warnings.formatwarning = (lambda message, category, *_a, **_k:
+                              f"ecopt {args.command}: {category.__name__}: {message}\n")
     try:
         handler = getattr(importlib.import_module(module), func)
         return int(handler(args) or 0)
     except (EcoptError, ValueError, FileNotFoundError, NotADirectoryError) as exc:
         print(f"ecopt {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `ecopt ... | head`: the reader has what it wanted
+        try:
+            import os
+
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return 0
     except KeyboardInterrupt:
         print(f"ecopt {args.command}: interrupted; the study log is intact", file=sys.stderr)
         return 130

@@ -24,13 +24,13 @@ import numpy as np
 
 from ecopt import pareto
 from ecopt._version import __version__
-from ecopt.errors import EcoptError, SpecMismatchError, TrialPruned
+from ecopt.errors import EcoptError, MissingSpecError, SpecMismatchError, TrialPruned
 from ecopt.executors import Executor, get_executor
 from ecopt.meters import Meter, get_meter
 from ecopt.objective import Constraint, Objective, validate_objectives
 from ecopt.samplers import Proposal, Sampler, get_sampler
 from ecopt.space import SearchSpace
-from ecopt.storage import StudyStorage
+from ecopt.storage import RUNNING_FILE, STUDY_FILE, TRIALS_FILE, StudyStorage
 from ecopt.pruners import Pruner, get_pruner
 from ecopt.trial import (
     ErrorInfo,
@@ -116,8 +116,9 @@ class Study:
         objectives = list(objectives) if not isinstance(objectives, Objective) else objectives
         constraints = list(constraints)
         validate_objectives(objectives, constraints)  # type: ignore[arg-type]
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
-            raise ValueError(f"seed must be an integer or None, got {seed!r}")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))
+                                 or not 0 <= seed < 2**63):
+            raise ValueError(f"seed must be an integer in [0, 2**63) or None, got {seed!r}")
         self.space = space
         self.objectives: list[Objective] = list(objectives)  # type: ignore[arg-type]
         self.constraints: list[Constraint] = constraints
@@ -129,6 +130,7 @@ class Study:
         self._storage: StudyStorage | None = None
         self.spec: dict[str, Any] = dict(_spec or {})
         self._stop_requested = False
+        self._optimizing = False
         #: Why the last :meth:`optimize` call stopped proposing (``None`` before one ran).
         self.stop_reason: str | None = None
 
@@ -146,11 +148,14 @@ class Study:
         if self.pruner is not None:
             self.pruner.bind(self.objectives, self.constraints)
         self.meter = get_meter(meter)
+        from ecopt.meters.power_limit import restore_stale_power_limits
+        restore_stale_power_limits()  # GPU limits left by a process that died holding them
         self.name = name or (Path(storage).name if storage is not None else "study")
 
         if storage is not None:
-            self._storage = StudyStorage(storage, writable=True)
+            self._storage = StudyStorage(storage, writable=True, on_handover=self._hand_over)
             try:
+                self._refuse_if_orphans()
                 self._open_storage(overwrite)
             except BaseException:
                 self._storage.close()
@@ -188,11 +193,34 @@ class Study:
             "ecopt_version": __version__,
         }
 
+    def _refuse_if_orphans(self) -> None:
+        from ecopt.errors import StudyLockedError
+        from ecopt.executors.orphans import wait_for_orphans
+
+        assert self._storage is not None
+        alive = wait_for_orphans(self._storage.path)
+        if alive:
+            raise StudyLockedError(
+                f"worker processes {alive} started for {str(self._storage.path)!r} by an earlier "
+                "run are still running trials (their driver was killed); opening the study now "
+                "would run new trials beside them (two trials on one GPU). Wait for them, or "
+                f"stop them (kill {' '.join(map(str, alive))}), then open it again")
+
     def _open_storage(self, overwrite: bool) -> None:
         from ecopt.host import host_facts
 
         st = self._storage
         assert st is not None
+        if not st.exists() and st.has_trials():
+            if not overwrite:
+                raise MissingSpecError(
+                    f"{str(st.path)!r} holds trials ({TRIALS_FILE} / {RUNNING_FILE}) but its "
+                    f"{STUDY_FILE} is missing, so ecopt cannot tell which study they belong to. "
+                    f"Restore {STUDY_FILE} from a backup, or run `ecopt repair {st.path}` to "
+                    "rebuild it from the copy kept in running.jsonl, or pass overwrite=True to "
+                    "start afresh (the old files are moved to a replaced-<time>/ folder, never "
+                    "deleted)")
+            self._move_aside(st.path)
         if st.exists():
             old = st.read_spec()
             old_core = {k: old.get(k) for k in ("space", "objectives", "constraints")}
@@ -235,7 +263,14 @@ class Study:
     def _move_aside(path: Path) -> None:
         stamp = _dt.datetime.now().strftime("%Y%m%dT%H%M%S")
         dest = path / f"replaced-{stamp}"
-        dest.mkdir(exist_ok=True)
+        k = 1
+        while True:  # a unique folder: two overwrites in one second keep both studies
+            try:
+                dest.mkdir()
+                break
+            except FileExistsError:
+                k += 1
+                dest = path / f"replaced-{stamp}-{k}"
         for f in ("study.json", "trials.jsonl", "running.jsonl"):
             if (path / f).exists():
                 shutil.move(str(path / f), str(dest / f))
@@ -328,6 +363,18 @@ class Study:
         if self.readonly:
             raise EcoptError("this study was opened read-only with load_study(); open it with "
                              "ecopt.Study(..., storage=dir) to add trials")
+        if self._storage is not None and self._storage.handed_over:
+            raise EcoptError(
+                f"this Study object was replaced: a newer ecopt.Study(...) in this process "
+                f"opened {str(self.path)!r} again and writes to it now; use that one (this "
+                "one can still be read)")
+
+    def _hand_over(self) -> bool:
+        """A newer Study in this process opens our directory: agree unless trials are running."""
+        if self._optimizing:
+            return False
+        self._running.clear()  # they are in running.jsonl: the new owner records them
+        return True
 
     @overload
     def ask(self, n: None = None, params: Mapping[str, Any] | None = None) -> Trial: ...
@@ -359,7 +406,12 @@ class Study:
             if isinstance(k, bool) or not isinstance(k, int) or k < 1:
                 raise ValueError(f"n >= 1 must hold, got n={n!r}")
             pending = [t.params for t in self._running.values()]
-            proposals = self.sampler.propose(self.space, self.records, pending, k)
+            proposals = list(self.sampler.propose(self.space, self.records, pending, k))
+            if len(proposals) > k:
+                warnings.warn(f"sampler {self.sampler.name!r} returned {len(proposals)} proposals "
+                              f"for n={k}; the extra ones are dropped", RuntimeWarning,
+                              stacklevel=2)
+                proposals = proposals[:k]
             proposals = [p if isinstance(p, Proposal) else Proposal(dict(p), self.sampler.name, {})
                          for p in proposals]
         trials: list[Trial] = []
@@ -488,9 +540,11 @@ class Study:
                                        dict(live.noise), dict(live.user_attrs), live.started_at,
                                        live.duration_s(), intermediate=tuple(live.intermediate))
         record = self._record_from(live, outcome, state)
-        del self._running[number]
         if self._storage is not None:
+            # On disk first: if this raises (disk full), the trial stays running
+            # here and tell() can be called again once there is room.
             self._storage.append_record(record)
+        del self._running[number]
         self._records.append(record)
         if record.state is not TrialState.COMPLETE:
             assert record.error is not None
@@ -636,6 +690,7 @@ class Study:
         owns_executor = not isinstance(executor, Executor)
         try:
             ex.check_objective(objective)  # an unpicklable objective fails before any trial
+            ex.attach(self.path)
         except BaseException:
             if owns_executor:
                 ex.close()
@@ -646,9 +701,11 @@ class Study:
         self._stop_requested = False
         loop = OptimizeLoop(self, objective, n_trials, batch_size, ex, timeout_s, progress,
                             asynchronous, callbacks)
+        self._optimizing = True
         try:
             done = loop.run()
         finally:
+            self._optimizing = False
             self.stop_reason = loop.stop_reason
             self._stop_requested = False
             progress.close()

@@ -82,9 +82,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
 if TYPE_CHECKING:
     from transformers import Trainer
 
-    # Both names arrive with the GPU workload work (measure_generation's one home);
-    # the ignores can go once it is merged.
-    from ecopt.workloads.generation import GenerationMeasurement  # type: ignore[attr-defined]
+    from ecopt.workloads.generation import GenerationMeasurement
 
 __all__ = ["EcoptCallback", "measure_generate"]
 
@@ -318,7 +316,7 @@ def measure_generate(model: Any, input_ids: Any, trial: Trial, *, max_new_tokens
         >>> return {"perplexity": ppl, "tokens_per_joule": m.decode_tokens_per_joule}
     """
     try:
-        from ecopt.workloads.generation import measure_generation  # type: ignore[attr-defined]
+        from ecopt.workloads.generation import measure_generation
     except ImportError as exc:  # the generation workload's measurement is the one home
         raise EcoptError(
             "measure_generate needs ecopt.workloads.generation.measure_generation, which this "

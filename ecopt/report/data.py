@@ -249,6 +249,10 @@ class ReportData:
         lifecycle_energy_j: Front trial -> energy of its non-inference phases +
             ``inferences`` x joules per inference item.
         unfinished: Trials started (``running.jsonl``) with no finished record yet.
+        sobol_fallbacks: Trials whose model-based proposal failed and fell back
+            to a Sobol point (``proposal["fallback"]`` says why).
+        model_proposals: Trials proposed by a model-based sampler or its fallback
+            (the "n" of "k of n proposals fell back to Sobol").
         warnings: Problems with the log or the request (skipped lines, no
             complete trial, unusable baseline); each is shown in the report.
         generated_at: When the report data was computed (ISO 8601 UTC).
@@ -280,6 +284,8 @@ class ReportData:
     inferences: float | None = None
     lifecycle_energy_j: dict[int, float] = field(default_factory=dict)
     unfinished: tuple[int, ...] = ()
+    sobol_fallbacks: tuple[int, ...] = ()
+    model_proposals: int = 0
     warnings: tuple[str, ...] = ()
     generated_at: str = ""
 
@@ -777,6 +783,9 @@ def build_report(source: Study | str | Path, *, baseline: int | None = None,
         inferences=inferences,
         lifecycle_energy_j=lifecycle,
         unfinished=_unfinished(study),
+        sobol_fallbacks=tuple(r.number for r in records if "fallback" in r.proposal),
+        model_proposals=sum(1 for r in records if "fallback" in r.proposal
+                            or r.proposed_by not in ("sobol", "random", "grid", "user")),
         warnings=tuple(warn_list),
         generated_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     )

@@ -23,8 +23,9 @@ def fmt_number(v: Any) -> str:
     * ``None`` and NaN: ``"-"``; infinities: ``"inf"`` / ``"-inf"``; booleans: ``"True"``;
     * integers, and floats with no fractional part, below 1e15 in magnitude:
       thousands separators (``12345.0`` -> ``"12,345"``);
-    * other floats of magnitude 1e4 to 1e15: rounded to a whole number with
-      separators (``12345.6`` -> ``"12,346"``);
+    * other floats of magnitude 1e3 to 1e15: rounded to a whole number with
+      separators (``1036.4`` -> ``"1,036"``, ``12345.6`` -> ``"12,346"``), so a
+      column of such numbers reads alike;
     * everything else: four significant digits (``0.1235``, ``1.5e-05``, ``2.3e+16``).
 
     Anything that is not a number is returned as ``str(v)``.
@@ -48,6 +49,6 @@ def fmt_number(v: Any) -> str:
         return "0"
     if math.isinf(v):
         return "inf" if v > 0 else "-inf"
-    if abs(v) < 1e15 and (v.is_integer() or abs(v) >= 1e4):
+    if abs(v) < 1e15 and (v.is_integer() or abs(v) >= 1e3):
         return f"{v:,.0f}"
     return f"{v:.4g}"

@@ -43,6 +43,7 @@ body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:0 a
 padding:0 24px 48px;color:#1d2733;line-height:1.45}
 h1{font-size:1.6em;margin:24px 0 4px}h2{font-size:1.2em;margin:32px 0 8px;border-bottom:1px solid #dde;
 padding-bottom:4px}.sub{color:#667;margin:0 0 16px;font-size:.9em}
+.fallback{color:#c0392b;font-weight:bold}
 .banner{background:#fff4d6;border:2px solid #e0a800;border-radius:6px;padding:10px 14px;margin:12px 0;
 font-weight:600}.banner span{font-weight:400}
 .warn{background:#fdecea;border:1px solid #e57373;border-radius:6px;padding:8px 14px;margin:12px 0}
@@ -132,6 +133,13 @@ def _banner(data: ReportData) -> str:
             "<span>Where only a CPU-time estimate exists, samples/J is nearly throughput times "
             "a constant: it ranks configurations by the CPU they burn, not by the power the "
             f"hardware really draws.{_e(mixed)}</span></div>")
+
+
+def _fallbacks(data: ReportData) -> str:
+    from ecopt.report.cli import fallback_line
+
+    line = fallback_line(data)
+    return f'<p class="fallback" id="sobol-fallbacks">{_e(line)}</p>' if line else ""
 
 
 def _summary(data: ReportData) -> str:
@@ -346,6 +354,7 @@ def render_html(data: ReportData, figure_png_b64: Mapping[str, str] | None = Non
         f"<h1>{_e(title)}</h1>",
         f'<p class="sub">{_e(sub)}</p>',
         _banner(data),
+        _fallbacks(data),
         warn,
         '<h2 id="summary">Summary</h2>', _summary(data),
         '<h2 id="front">Pareto front</h2>',

@@ -55,6 +55,11 @@ def test_slow_sample_stage_is_named_and_the_recommendation_speeds_it_up():
     better = diag.recommended_config
     assert better != cfg
     assert _epochs_s(ds, better) < _epochs_s(ds, cfg)
+    # The LP allocation sees the same sleepy stage: it caches (3 epochs) and predicts a gain.
+    alloc = diag.allocation
+    assert alloc is not None and alloc.setting.cache_after in ("slow", "scale")
+    assert alloc.predicted_gain > 1 and "LP allocation:" in diag.to_text()
+    assert diag.to_dict()["allocation"]["setting"]["cache_after"] == alloc.setting.cache_after
 
 
 class _SlowEncode(PandasBackend):
@@ -102,6 +107,7 @@ def test_cli_profile_prints_the_diagnosis(capsys):
                  "--batch-size", "128"]) == 0
     out = capsys.readouterr().out
     assert "bottleneck stage:" in out and "ESTIMATED" in out and "backend polars" in out
+    assert "LP allocation: backend=polars" in out
     assert main(["profile", "insurance", "--num-workers", "999"]) == 2
     assert "num_workers=999" in capsys.readouterr().err
 
