@@ -150,7 +150,7 @@ def test_cuda_asked_for_without_one_fails_before_anything_runs(tmp_path, monkeyp
     study.optimize(ClassifierObjective(device="cuda"), n_trials=1, show_progress=False)
     rec = study.records[0]
     assert rec.state.value == "failed" and rec.error.type == "DeviceUnavailableError"
-    assert rec.phases == {}  # nothing ran
+    assert set(rec.phases) <= {"trial"}  # nothing ran: only the whole-call window of the objective
     study.close()
 
 
