@@ -48,7 +48,7 @@ from botorch.acquisition.multi_objective.logei import qLogNoisyExpectedHypervolu
 from botorch.fit import fit_gpytorch_mll
 from botorch.utils.multi_objective.hypervolume import NoisyExpectedHypervolumeMixin
 
-__all__ = ["FAST_PATHS", "UNAVAILABLE", "CompatError", "fast_acquisition_class",
+__all__ = ["FAST_PATHS", "UNAVAILABLE", "CompatError", "check", "fast_acquisition_class",
            "dense_f_X_samples", "named_priors", "sweep_in_use"]
 
 #: Every fast path, with what it does (the names recorded in ``proposal["fast_path_off"]``).
@@ -294,10 +294,13 @@ def dense_f_X_samples(acqf: Any, dense: Any, X: Any) -> tuple[Any, Any] | None:
     return samples, X
 
 
+def check() -> dict[str, str]:
+    """Run the import-time checks: fast path -> why it is off (empty when all pass)."""
+    return {name: why for name, test in (("closed_form_fit", _closed_form_fit),
+                                         ("dense_posterior", _dense_posterior),
+                                         ("sweep_boxes", _sweep_boxes))
+            if (why := _check(name, test)) is not None}
+
+
 #: Fast paths switched off at import -> why (empty when every check passed).
-UNAVAILABLE: dict[str, str] = {
-    name: why for name, check in (("closed_form_fit", _closed_form_fit),
-                                  ("dense_posterior", _dense_posterior),
-                                  ("sweep_boxes", _sweep_boxes))
-    if (why := _check(name, check)) is not None
-}
+UNAVAILABLE: dict[str, str] = check()
