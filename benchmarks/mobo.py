@@ -48,6 +48,9 @@ from benchmarks.problems import DEFAULT_ZEUS_DIR, Problem, default_problems, mak
 __all__ = ["METHODS", "run_one", "summarise", "main"]
 
 REFERENCE_METHOD = "ecopt-qlognehvi"
+#: A run "collapsed" when its final hypervolume is below this fraction of the maximum
+#: (0.35 x DTLZ2's 0.4246 = 0.149: the issue's "below 0.15 where most seeds reach 0.25-0.33").
+COLLAPSE_FRACTION = 0.35
 #: Method name -> short description (the order of the report's rows).
 METHODS: dict[str, str] = {
     "ecopt-qlognehvi": "ecopt qLogNEHVI, q=1 (default settings: 10 restarts, 256 raw, 64 MC)",
@@ -55,6 +58,8 @@ METHODS: dict[str, str] = {
     "ecopt-qlognehvi-lite": "ecopt qLogNEHVI, q=1, 5 restarts, 256 raw samples, 64 MC samples",
     "ecopt-qlognehvi-cold": "ecopt qLogNEHVI, q=1, every GP fit from BoTorch's default start",
     "ecopt-qlognehvi-nosab": "ecopt qLogNEHVI, q=1, random raw samples only (no sample_around_best)",
+    "ecopt-qlognehvi-exact": "ecopt qLogNEHVI, q=1, exact box decompositions at every M (alpha=0)",
+    "ecopt-qlognparego": "ecopt with qLogNParEGO at every M (parego_from=2)",
     "ecopt-sobol": "ecopt scrambled Sobol",
     "ecopt-random": "ecopt uniform random",
     "botorch-plain": "plain BoTorch qLogNEHVI loop (cold fits, 10 restarts, 512 raw, 128 MC)",
@@ -68,13 +73,16 @@ METHODS: dict[str, str] = {
 #: ``ecopt-qlognehvi-r<restarts>-raw<raw samples>-mc<MC samples>``: the sampler with
 #: those acquisition settings (to compare settings on the same seeds).
 _SETTINGS = re.compile(r"ecopt-qlognehvi-r(\d+)-raw(\d+)-mc(\d+)")
+#: ``ecopt-qlognehvi-alpha<a>``: the sampler with box-decomposition approximation ``a``.
+_ALPHA = re.compile(r"ecopt-qlognehvi-alpha([0-9.e-]+)")
 #: Named settings: method -> the settings method it runs.
 _ALIASES = {"ecopt-qlognehvi-lite": "ecopt-qlognehvi-r5-raw256-mc64"}
 
 
 def known_method(name: str) -> bool:
-    """A method in :data:`METHODS` or an ``ecopt-qlognehvi-r<R>-raw<N>-mc<S>`` setting."""
-    return name in METHODS or _SETTINGS.fullmatch(name) is not None
+    """A method in :data:`METHODS`, an ``ecopt-qlognehvi-r<R>-raw<N>-mc<S>`` setting or an
+    ``ecopt-qlognehvi-alpha<a>`` one."""
+    return name in METHODS or any(p.fullmatch(name) is not None for p in (_SETTINGS, _ALPHA))
 
 
 def _method_order(names: Sequence[str]) -> list[str]:
@@ -115,6 +123,12 @@ def _run_ecopt(problem: Problem, method: str, seed: int, budget: int
         sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, warm_start=False)
     elif method == "ecopt-qlognehvi-nosab":
         sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, sample_around_best=False)
+    elif method == "ecopt-qlognehvi-exact":
+        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, alpha=0.0)
+    elif (alpha := _ALPHA.fullmatch(method)) is not None:
+        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, alpha=float(alpha.group(1)))
+    elif method == "ecopt-qlognparego":
+        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, parego_from=2)
     elif method.startswith("ecopt-qlognehvi"):
         sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init)
     elif method == "ecopt-sobol":
@@ -331,8 +345,10 @@ def _mean_2se(x: Sequence[float]) -> str:
     return f"{a.mean():+.2f} ± {2 * se:.2f}" if a.size > 1 else f"{a.mean():+.2f}"
 
 
-def summarise(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Per problem: mean log gap at budgets, final HV, Mann-Whitney p vs the reference method.
+def summarise(runs: Sequence[dict[str, Any]], reference: str = REFERENCE_METHOD
+              ) -> dict[str, Any]:
+    """Per problem: mean log gap at budgets, final HV (mean, spread, worst seed, collapses)
+    and one-sided Mann-Whitney p values against the ``reference`` method.
 
     Runs of a problem are compared at the smallest budget all of them reached.
     """
@@ -344,38 +360,71 @@ def summarise(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
         budget = min(r["budget"] for r in pr)
         n_init = pr[0]["n_init"]
         marks = _budgets(budget, n_init)
+        max_hv = pr[0]["max_hv"]
         by_m: dict[str, list[dict[str, Any]]] = {}
         for r in pr:
             by_m.setdefault(r["method"], []).append(r)
-        ref_final = [r["hv"][budget - 1] for r in by_m.get(REFERENCE_METHOD, [])]
+        ref_final = [r["hv"][budget - 1] for r in by_m.get(reference, [])]
         rows = {}
         for m in _method_order(list(by_m)):
             rs = sorted(by_m[m], key=lambda r: r["seed"])
             final = [r["hv"][budget - 1] for r in rs]
-            p = None
-            if m != REFERENCE_METHOD and len(ref_final) >= 2 and len(final) >= 2:
+            p = p_worse = None
+            if m != reference and len(ref_final) >= 2 and len(final) >= 2:
                 p = float(mannwhitneyu(ref_final, final, alternative="greater").pvalue)
-            p_worse = None
-            if m != REFERENCE_METHOD and len(ref_final) >= 2 and len(final) >= 2:
                 p_worse = float(mannwhitneyu(ref_final, final, alternative="less").pvalue)
             asks = [s for r in rs for s in r["ask_s"]]
+            worst = int(np.argmin(final))
             rows[m] = {
                 "n_seeds": len(rs),
+                "seeds": [r["seed"] for r in rs],
                 "log_gap": {b: [r["log_gap"][b - 1] for r in rs] for b in marks},
                 "final_hv": final,
+                "final_hv_sd": float(np.std(final, ddof=1)) if len(final) > 1 else 0.0,
+                "worst_hv": final[worst], "worst_seed": rs[worst]["seed"],
+                "collapses": int(sum(h < COLLAPSE_FRACTION * max_hv for h in final)),
                 "p_ecopt_better": p,
                 "p_ecopt_worse": p_worse,
                 "median_ask_s": float(np.median(asks)) if asks else None,
             }
-        out[prob] = {"budget": budget, "marks": marks, "max_hv": pr[0]["max_hv"], "rows": rows}
+        out[prob] = {"budget": budget, "marks": marks, "max_hv": max_hv, "rows": rows,
+                     "reference": reference}
     return out
+
+
+def _g(v: float) -> str:
+    return f"{v:.5g}"
+
+
+def problem_table(s: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
+    """One problem's summary as table columns and rows (what reports and records show)."""
+    marks = s["marks"]
+    cols = ["method", "seeds", *[f"n={b}" for b in marks], "final HV", "sd", "worst (seed)",
+            "collapses", "p better", "p worse", "ask s"]
+    rows: list[list[Any]] = []
+    for m, r in s["rows"].items():
+        rows.append([m, r["n_seeds"], *[_mean_2se(r["log_gap"][b]) for b in marks],
+                     _g(float(np.mean(r["final_hv"]))), _g(r["final_hv_sd"]),
+                     f"{_g(r['worst_hv'])} ({r['worst_seed']})",
+                     f"{r['collapses']}/{r['n_seeds']}",
+                     "-" if r["p_ecopt_better"] is None else f"{r['p_ecopt_better']:.3g}",
+                     "-" if r["p_ecopt_worse"] is None else f"{r['p_ecopt_worse']:.3g}",
+                     "-" if r["median_ask_s"] is None else f"{r['median_ask_s']:.3f}"])
+    return cols, rows
+
+
+def markdown_table(cols: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A Markdown table."""
+    return "\n".join(["| " + " | ".join(map(str, cols)) + " |",
+                      "|" + "---|" * len(cols),
+                      *["| " + " | ".join(map(str, r)) + " |" for r in rows]])
 
 
 def _targets(summary: dict[str, Any]) -> list[str]:
     lines = []
     for prob, s in summary.items():
         rows = s["rows"]
-        if REFERENCE_METHOD not in rows:
+        if s.get("reference", REFERENCE_METHOD) != REFERENCE_METHOD or REFERENCE_METHOD not in rows:
             continue
         for m in ("ecopt-random", "ecopt-sobol", "optuna-nsga2", "optuna-nsga2-small",
                   "optuna-tpe"):
@@ -384,7 +433,7 @@ def _targets(summary: dict[str, Any]) -> list[str]:
                 lines.append(f"- {prob}: qLogNEHVI beats {m} (p < 0.05): "
                              f"{'HOLDS' if ok else 'does NOT hold'} "
                              f"(p = {rows[m]['p_ecopt_better']:.3g})")
-        for m in ("optuna-gp", "botorch-plain"):
+        for m in ("optuna-gp", "botorch-plain", "ecopt-before"):
             if m in rows and rows[m]["p_ecopt_worse"] is not None:
                 ok = rows[m]["p_ecopt_worse"] >= 0.05
                 lines.append(f"- {prob}: qLogNEHVI at least level with {m} (not worse at "
@@ -422,26 +471,68 @@ def report_markdown(summary: dict[str, Any], command: str, meta: dict[str, str])
              f"Date (UTC): {time.strftime('%Y-%m-%d %H:%M', time.gmtime())}", "",
              "Versions: " + ", ".join(f"{k} {v}" for k, v in meta.items()), ""]
     for prob, s in summary.items():
-        marks = s["marks"]
+        ref = s.get("reference", REFERENCE_METHOD)
         lines += [f"### {prob}", "",
-                  f"max HV {s['max_hv']:.6g}; cells: mean ± 2 SE of log10(max HV - HV) over "
-                  "seeds (lower is better); final HV: mean; p: one-sided Mann-Whitney "
-                  f"U that {REFERENCE_METHOD} has higher final HV; ask: median s per "
-                  "model-based suggestion.", "",
-                  "| method | seeds | " + " | ".join(f"n={b}" for b in marks)
-                  + " | final HV | p | ask s |",
-                  "|---|---|" + "---|" * len(marks) + "---|---|---|"]
-        for m, r in s["rows"].items():
-            p = "-" if r["p_ecopt_better"] is None else f"{r['p_ecopt_better']:.3g}"
-            ask = "-" if r["median_ask_s"] is None else f"{r['median_ask_s']:.3f}"
-            lines.append(f"| {m} | {r['n_seeds']} | "
-                         + " | ".join(_mean_2se(r["log_gap"][b]) for b in marks)
-                         + f" | {np.mean(r['final_hv']):.5g} | {p} | {ask} |")
-        lines.append("")
+                  f"max HV {s['max_hv']:.6g}; n=...: mean ± 2 SE of log10(max HV - HV) over "
+                  "seeds (lower is better); final HV: mean, standard deviation over seeds and "
+                  f"the worst seed's; collapses: seeds whose final HV is below "
+                  f"{COLLAPSE_FRACTION:.0%} of the maximum; p better / p worse: one-sided "
+                  f"Mann-Whitney U that {ref} has a higher / lower final HV than the row; "
+                  "ask s: median wall-clock s per model-based suggestion.", "",
+                  markdown_table(*problem_table(s)), ""]
     t = _targets(summary)
     if t:
         lines += ["### Targets", "", *t, ""]
     return "\n".join(lines)
+
+
+def _git_commit() -> str:
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                             cwd=Path(__file__).resolve().parent, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "ecopt", "benchmarks"],
+                               capture_output=True, text=True, check=True,
+                               cwd=Path(__file__).resolve().parent).stdout.strip()
+        return out + ("-dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def record(directory: Path, script: str, command: str, tables: dict[str, Any],
+           markdown: str, **facts: Any) -> None:
+    """Write a recorded run (``summary.json`` and ``summary.md``) into ``directory``.
+
+    The format every recorded run under ``docs/results/`` has: the exact
+    command, the code's commit, versions, machine and (no) energy provenance,
+    the tables as columns and rows, and any other facts.
+    """
+    import ecopt
+
+    directory.mkdir(parents=True, exist_ok=True)
+    meta = versions()
+    machine = (f"{meta.pop('cpu')}, {meta.pop('cores')} cores, "
+               f"{_ram_gib():.0f} GiB RAM, no GPU")
+    doc = {"script": script, "command": command,
+           "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+           "git_commit": _git_commit(), "versions": {**meta, "ecopt": ecopt.__version__},
+           "machine": machine,
+           "energy": None, "tables": {k: {"columns": list(c), "rows": [list(r) for r in rows]}
+                                      for k, (c, rows) in tables.items()}, **facts}
+    (directory / "summary.json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    head = [f"# {script}", "", f"Command: `{command}`", "",
+            f"Date: {doc['date']}; code: {doc['git_commit']}; machine: {machine}", "",
+            "Versions: " + ", ".join(f"{k} {v}" for k, v in doc["versions"].items()), "",
+            "Energy: none involved (optimiser benchmarks).", ""]
+    (directory / "summary.md").write_text("\n".join(head) + markdown + "\n")
+
+
+def _ram_gib() -> float:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2 ** 30
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX
+        return float("nan")
 
 
 def plot(summary_runs: Sequence[dict[str, Any]], out: Path) -> list[Path]:
@@ -494,7 +585,16 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--zeus-gpu", default=None, help="which summary_power_<gpu>.csv")
     ap.add_argument("--out", default="benchmarks/results/mobo", help="output directory")
     ap.add_argument("--tag", default="main", help="this process's runs file: runs-<tag>.jsonl")
+    ap.add_argument("--label", default=None,
+                    help="record the runs of the one method given under this name (e.g. the "
+                         "same method run with another ecopt checkout on PYTHONPATH: "
+                         "--methods ecopt-qlognehvi --label ecopt-before)")
     ap.add_argument("--report-only", action="store_true", help="only rebuild the report")
+    ap.add_argument("--reference", default=REFERENCE_METHOD,
+                    help="the method every row's p values compare against")
+    ap.add_argument("--record", default=None, metavar="DIR",
+                    help="also write the recorded run (summary.json, summary.md) into DIR, "
+                         "e.g. docs/results/mobo/<date>-<tag>")
     ap.add_argument("--no-plot", action="store_true")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     return ap
@@ -510,6 +610,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     bad = [m for m in methods if not known_method(m)]
     if bad:
         raise SystemExit(f"unknown method(s) {bad}; expected some of {list(METHODS)}")
+    if args.label is not None and len(methods) != 1:
+        raise SystemExit(f"--label names the runs of one method, got {len(methods)} methods")
     problems = (args.problems.split(",") if args.problems else default_problems(args.quick))
     if not args.report_only:
         import torch
@@ -530,16 +632,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             budget = args.budget or (30 if args.quick else problem.budget)
             for seed in range(args.seed_offset, args.seed_offset + seeds):
                 for m in methods:
-                    if (problem.name, m, seed, budget) in done:
+                    name = args.label or m
+                    if (problem.name, name, seed, budget) in done:
                         continue
                     # Another process (--tag) may have finished it meanwhile.
                     if any((r["problem"], r["method"], r["seed"], r["budget"])
-                           == (problem.name, m, seed, budget) for r in _load_runs(out)):
+                           == (problem.name, name, seed, budget) for r in _load_runs(out)):
                         continue
                     r = run_one(problem, m, seed, budget)
+                    if args.label:
+                        r["method"], r["runs_as"] = name, m
                     with runs_file.open("a") as fh:
                         fh.write(json.dumps(r) + "\n")
-                    print(f"{problem.name:22s} {m:20s} seed {seed:2d}: final log gap "
+                    print(f"{problem.name:22s} {name:20s} seed {seed:2d}: final log gap "
                           f"{r['log_gap'][-1]:+.3f}  ({r['wall_s']:.1f} s)", flush=True)
     runs = _load_runs(out)
     if args.problems:
@@ -547,9 +652,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not runs:
         print("no runs to report")
         return 1
-    summary = summarise(runs)
+    summary = summarise(runs, args.reference)
     cmd = "python -m benchmarks.mobo " + " ".join(sys.argv[1:] if argv is None else argv)
     md = report_markdown(summary, cmd, versions())
+    if args.record:
+        tables = {prob: problem_table(s) for prob, s in summary.items()}
+        body = "\n".join(f"## {prob}\n\n{markdown_table(*t)}\n" for prob, t in tables.items())
+        record(Path(args.record), "benchmarks/mobo.py", cmd, tables, body,
+               collapse_fraction=COLLAPSE_FRACTION, reference=args.reference,
+               targets=_targets(summary),
+               runs=sorted({(r["problem"], r["method"], r["budget"], len(
+                   [x for x in runs if (x["problem"], x["method"]) == (r["problem"],
+                                                                       r["method"])]))
+                   for r in runs}))
     (out / "report.md").write_text(md)
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
     if not args.no_plot:

@@ -62,7 +62,8 @@ def test_quick_mode_writes_sane_tables_and_resumes(tmp_path: Path) -> None:
     for prob in ("branincurrin", "zeus"):
         section = md.split(f"### {prob}")[1].split("###")[0]
         rows = [ln for ln in section.splitlines() if ln.startswith("| ")]
-        assert rows[0].startswith("| method | seeds | n=6 | n=7 | final HV | p |")
+        assert rows[0].startswith("| method | seeds | n=6 | n=7 | final HV | sd | worst (seed) | "
+                                  "collapses | p better | p worse | ask s |")
         assert [ln.split(" | ")[0][2:] for ln in rows[1:]] == [
             m for m in mobo.METHODS if m in methods.split(",")]
     summary = json.loads((out / "summary.json").read_text())
