@@ -25,12 +25,22 @@ from typing import Any
 
 from ecopt.objective import Constraint
 
-__all__ = ["Acquisition", "Choice", "build", "choose", "fast_paths", "outcome_constraints"]
+__all__ = ["Acquisition", "Choice", "build", "choose", "fast_paths", "mc_samples",
+           "outcome_constraints"]
 
 #: qLogNEHVI's box-decomposition approximation at four objectives (0: exact).
 ALPHA_M4 = 1e-2
 #: From this many objectives on, qLogNParEGO.
 PAREGO_FROM = 5
+#: Quasi-MC samples by default: 64, and 32 from four objectives on.
+MC_SAMPLES, MC_SAMPLES_M4 = 64, 32
+
+
+def mc_samples(M: int, setting: int | None) -> int:
+    """The acquisition's quasi-MC samples for ``M`` objectives (``setting`` if given)."""
+    if setting is not None:
+        return setting
+    return MC_SAMPLES_M4 if M >= 4 else MC_SAMPLES
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,13 @@ from typing import Any
 
 from ecopt.trial import TrialRecord
 
-__all__ = ["Fitted", "fit_outputs", "load_params", "param_state", "stack", "warm_state"]
+__all__ = ["LENGTHSCALE_PRIORS", "Fitted", "fit_outputs", "load_params", "param_state", "stack",
+           "warm_state"]
+
+#: Lengthscale priors of the continuous GPs' RBF kernels: ``"gamma"``, Gamma(3, 6) (mode
+#: 1/3; BoTorch's default before 0.12), or ``"dim-scaled"``, BoTorch's default since 0.12
+#: (log-normal, median ~10 at d = 6; see :mod:`ecopt.samplers.qnehvi` for why not).
+LENGTHSCALE_PRIORS = ("gamma", "dim-scaled")
 
 
 @dataclass
@@ -124,8 +130,8 @@ class _Fitter:
     """Fits single-output GPs: the closed-form closure first, BoTorch's own on failure."""
 
     def __init__(self, X: Any, cat_dims: list[int], warm_ftol: float | None,
-                 cold_ftol: float | None, closed_form: bool) -> None:
-        self.X, self.cat_dims = X, cat_dims
+                 cold_ftol: float | None, closed_form: bool, lengthscale_prior: str) -> None:
+        self.X, self.cat_dims, self.lengthscale_prior = X, cat_dims, lengthscale_prior
         self.warm_ftol, self.cold_ftol = warm_ftol, cold_ftol
         self.closed_form = closed_form
         self.off: dict[str, str] = {}
@@ -137,7 +143,19 @@ class _Fitter:
         if self.cat_dims:
             return MixedSingleTaskGP(self.X, y, cat_dims=self.cat_dims, train_Yvar=yvar,
                                      outcome_transform=Standardize(m=1))
-        return SingleTaskGP(self.X, y, train_Yvar=yvar, outcome_transform=Standardize(m=1))
+        covar = None
+        if self.lengthscale_prior == "gamma":
+            from gpytorch.constraints import GreaterThan
+            from gpytorch.kernels import RBFKernel
+            from gpytorch.priors import GammaPrior
+
+            # BoTorch's lower bound and start-at-the-prior's-mode, with the Gamma prior.
+            covar = RBFKernel(ard_num_dims=self.X.shape[-1],
+                              lengthscale_prior=GammaPrior(3.0, 6.0),
+                              lengthscale_constraint=GreaterThan(2.5e-2, transform=None,
+                                                                 initial_value=1.0 / 3.0))
+        return SingleTaskGP(self.X, y, train_Yvar=yvar, covar_module=covar,
+                            outcome_transform=Standardize(m=1))
 
     def fit(self, model: Any, warm_started: bool = False) -> float:
         """Fit in place; the fitted marginal log likelihood (+ log priors, over n)."""
@@ -169,8 +187,8 @@ class _Fitter:
 
 def fit_outputs(X: Any, Y: Any, Yvar: Any, cat_dims: list[int], names: Sequence[str],
                 warm: dict[str, Any] | None, cold_check: bool, warm_ftol: float | None,
-                cold_ftol: float | None, closed_form: bool = True, stacked: bool = True
-                ) -> Fitted:
+                cold_ftol: float | None, closed_form: bool = True, stacked: bool = True,
+                lengthscale_prior: str = "gamma") -> Fitted:
     """Fit one GP per column of ``Y`` ``(n, m)``.
 
     Warm start: an output whose fitted hyperparameters from an earlier
@@ -188,10 +206,11 @@ def fit_outputs(X: Any, Y: Any, Yvar: Any, cat_dims: list[int], names: Sequence[
         warm_ftol, cold_ftol: L-BFGS-B's relative tolerances.
         closed_form: Use the ``closed_form_fit`` fast path.
         stacked: Use the ``stacked_model`` fast path.
+        lengthscale_prior: One of :data:`LENGTHSCALE_PRIORS` (continuous models).
     """
     import torch
 
-    fitter = _Fitter(X, cat_dims, warm_ftol, cold_ftol, closed_form)
+    fitter = _Fitter(X, cat_dims, warm_ftol, cold_ftol, closed_form, lengthscale_prior)
     models: list[Any] = []
     states: dict[str, Any] = {}
     with warnings.catch_warnings():

@@ -91,7 +91,10 @@ def prune_baseline(model: Any, X: Any, ref_point: Any, objective: Any,
     BoTorch's ``prune_inferior_points_multi_objective`` (``max_frac=1``): the
     same samples (same sampler, same global RNG), the same rule (feasible,
     better than the reference point in every objective, non-dominated in the
-    sample), only the non-domination test is :func:`_pareto_mask`.
+    sample), only the non-domination test is :func:`pareto_mask` (two
+    objectives) or, with more, :func:`dominated_by` on chunks of samples for the
+    points not yet known to be kept (at four objectives nearly every point is
+    kept after the first chunk, which leaves little to test).
     """
     import torch
     from botorch.acquisition.utils import compute_feasibility_indicator
@@ -105,6 +108,21 @@ def prune_baseline(model: Any, X: Any, ref_point: Any, objective: Any,
         if infeasible.any():
             obj = obj.clone()
             obj[infeasible] = ref_point
-        front = pareto_mask(obj) & (obj > ref_point).all(dim=-1)
-        idx = front.to(X.dtype).mean(dim=0).nonzero().view(-1)
+        better = (obj > ref_point).all(dim=-1)  # (s, n)
+        if obj.shape[-1] == 2:
+            keep = (pareto_mask(obj) & better).any(dim=0)
+        else:
+            keep = torch.zeros(obj.shape[-2], dtype=torch.bool, device=obj.device)
+            for i in range(0, obj.shape[0], _CHUNK):
+                b = better[i:i + _CHUNK]
+                todo = (~keep & b.any(dim=0)).nonzero().view(-1)
+                if todo.numel():
+                    Yc = obj[i:i + _CHUNK]
+                    front = ~dominated_by(Yc[:, todo], Yc, 1 << 24) & b[:, todo]
+                    keep[todo] |= front.any(dim=0)
+        idx = keep.nonzero().view(-1)
     return X[idx]
+
+
+#: Samples tested together when pruning with three or more objectives.
+_CHUNK = 64

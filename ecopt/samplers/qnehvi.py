@@ -1,7 +1,7 @@
 """qLogNEHVI (and qNEHVI) over Gaussian-process surrogates: the sampler class.
 
-A proposal runs BoTorch's pipeline in four stages, each in its own private module
-(BoTorch's own layout):
+A model-based proposal (:mod:`~ecopt.samplers._proposal`) runs BoTorch's pipeline
+in four stages, each in its own private module (BoTorch's own layout):
 
 1. :mod:`~ecopt.samplers._encoding`: complete trials to model inputs and
    outcomes (objectives flipped to maximisation), the reference point (the
@@ -26,26 +26,21 @@ switched off or fails leaves the proposal to BoTorch's public path
 (``proposal["fast_path_off"]`` says which and why, with a warning once per
 study); only when BoTorch's own path fails is the proposal a Sobol point
 (``proposed_by="sobol"``, ``proposal["fallback"]``, a warning), never an
-exception in the study. Proposals are a pure function of seed and history: the
-proposal runs on one thread (torch, BLAS, OpenMP), because results rounded
-differently by another thread count diverge after a few dozen trials.
+exception in the study. Proposals are a pure function of seed and history (each
+runs on one thread: see :func:`~ecopt.samplers._proposal.one_thread`).
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import time
 import warnings
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import Any
-
-import numpy as np
 
 from ecopt._types import Params
 from ecopt.samplers import _discrete
-from ecopt.samplers._encoding import encoding, grid, seen_keys, to_model, training_data
+from ecopt.samplers._encoding import encoding, grid, seen_keys
 from ecopt.samplers.base import FallbackWarning, Proposal, Sampler
 from ecopt.samplers.random import sobol_points
 from ecopt.space import SearchSpace
@@ -54,26 +49,6 @@ from ecopt.trial import TrialRecord, TrialState
 __all__ = ["QLogNEHVISampler", "QNEHVISampler"]
 
 log = logging.getLogger("ecopt")
-
-#: Name under which the feasibility model's hyperparameters are recorded.
-_FEASIBLE = "__feasible__"
-
-
-@contextmanager
-def _one_thread(seed: int) -> Iterator[None]:
-    """One torch/BLAS/OpenMP thread and a forked, seeded torch RNG inside the block."""
-    import torch
-    from threadpoolctl import threadpool_limits
-
-    threads = torch.get_num_threads()
-    with torch.random.fork_rng(), threadpool_limits(limits=1):
-        torch.set_num_threads(1)
-        torch.manual_seed(seed)
-        try:
-            yield
-        finally:
-            torch.set_num_threads(threads)
-
 
 def _why(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
@@ -89,8 +64,10 @@ class QLogNEHVISampler(Sampler):
             on BraninCurrin against 10).
         raw_samples: Raw samples for its initial conditions (512 gave the same
             hypervolume at ~0.1 s more per proposal).
-        mc_samples: Quasi-MC samples of the acquisition function (128 gave the
-            same hypervolume at twice the cost of each evaluation).
+        mc_samples: Quasi-MC samples of the acquisition function. ``None``: 64
+            (128 gave the same hypervolume at twice the cost of each
+            evaluation), 32 from four objectives on (where the box
+            decompositions, one per sample, cost most).
         maxiter: L-BFGS-B iterations per restart.
         warm_start: Start each GP fit from the hyperparameters fitted for the
             latest proposal in the history (recorded in its trial's
@@ -120,6 +97,11 @@ class QLogNEHVISampler(Sampler):
             :data:`~ecopt.samplers._acquisition.ALPHA_M4` at four.
         parego_from: From this many objectives on, qLogNParEGO replaces
             qLogNEHVI (its cost does not grow with the front).
+        lengthscale_prior: ``"gamma"`` (default): Gamma(3, 6) on the RBF
+            lengthscales, BoTorch's prior before 0.12. ``"dim-scaled"``:
+            BoTorch's default since, whose long lengthscales made near-linear
+            models that sent DTLZ2 proposals to the cube's corners for good on 2
+            of 20 seeds (docs/benchmarks.md, "Collapses").
 
     Example:
         >>> sampler = ecopt.samplers.QLogNEHVISampler(n_init=8, num_restarts=5)
@@ -128,18 +110,20 @@ class QLogNEHVISampler(Sampler):
 
     name = "qlognehvi"
     min_objectives = 2
-    _log = True  # qLogNEHVI; qNEHVI for False
+    #: qLogNEHVI (True) or qNEHVI (False).
+    log_hvi = True
 
     def __init__(self, seed: int | None = None, n_init: int | None = None, num_restarts: int = 10,
-                 raw_samples: int = 256, mc_samples: int = 64, maxiter: int = 200,
+                 raw_samples: int = 256, mc_samples: int | None = None, maxiter: int = 200,
                  warm_start: bool = False, cold_refit_every: int = 10,
                  warm_ftol: float = 1e-6, cold_ftol: float | None = 1e-6,
                  allow_repeats: bool = False, dense_posterior: bool = True,
                  sample_around_best: bool = True, alpha: float | None = None,
-                 parego_from: int = 5) -> None:
+                 parego_from: int = 5, lengthscale_prior: str = "gamma") -> None:
         super().__init__(seed)
         for what, v in (("num_restarts", num_restarts), ("raw_samples", raw_samples),
-                        ("mc_samples", mc_samples), ("maxiter", maxiter),
+                        ("mc_samples", 1 if mc_samples is None else mc_samples),
+                        ("maxiter", maxiter),
                         ("parego_from", parego_from)):
             if v < 1:
                 raise ValueError(f"{what} >= 1 must hold, got {what}={v}")
@@ -152,6 +136,11 @@ class QLogNEHVISampler(Sampler):
             raise ValueError(f"n_init >= 1 must hold, got n_init={n_init}")
         if alpha is not None and not 0 <= alpha < 1:
             raise ValueError(f"0 <= alpha < 1 must hold, got alpha={alpha}")
+        from ecopt.samplers._models import LENGTHSCALE_PRIORS
+
+        if lengthscale_prior not in LENGTHSCALE_PRIORS:
+            raise ValueError(f"lengthscale_prior must be one of {list(LENGTHSCALE_PRIORS)}, "
+                             f"got {lengthscale_prior!r}")
         self.n_init, self.num_restarts, self.raw_samples = n_init, num_restarts, raw_samples
         self.mc_samples, self.maxiter, self.warm_start = mc_samples, maxiter, warm_start
         self.cold_refit_every, self.warm_ftol, self.cold_ftol = cold_refit_every, warm_ftol, \
@@ -159,6 +148,7 @@ class QLogNEHVISampler(Sampler):
         self.allow_repeats, self.dense_posterior = allow_repeats, dense_posterior
         self.sample_around_best, self.alpha, self.parego_from = sample_around_best, alpha, \
             parego_from
+        self.lengthscale_prior = lengthscale_prior
         #: Seconds spent in the last model fit and acquisition optimisation (wall clock:
         #: ``fit_s``, ``acqf_s``; this process's CPU time: ``fit_cpu_s``, ``acqf_cpu_s``).
         self.last_timing: dict[str, float] = {}
@@ -167,7 +157,8 @@ class QLogNEHVISampler(Sampler):
     def describe(self) -> dict[str, Any]:
         keys = ("n_init", "num_restarts", "raw_samples", "mc_samples", "maxiter", "warm_start",
                 "cold_refit_every", "warm_ftol", "cold_ftol", "allow_repeats",
-                "dense_posterior", "sample_around_best", "alpha", "parego_from")
+                "dense_posterior", "sample_around_best", "alpha", "parego_from",
+                "lengthscale_prior")
         return {**super().describe(), **{k: getattr(self, k) for k in keys}}
 
     def _sobol(self, space: SearchSpace, start: int, n: int, why: str,
@@ -230,90 +221,13 @@ class QLogNEHVISampler(Sampler):
                               "take BoTorch's public path there (slower, same model)",
                               FallbackWarning, stacklevel=4)
 
-    # -- the BoTorch part ----------------------------------------------------
     def _propose_bo(self, space: SearchSpace, records: Sequence[TrialRecord],
                     complete: Sequence[TrialRecord], pending: Sequence[Params], n: int
                     ) -> list[Proposal]:
-        import torch
+        from ecopt.samplers._proposal import model_based
 
-        from ecopt.samplers import _acquisition, _models
-        from ecopt.samplers._botorch_compat import UNAVAILABLE
-        from ecopt.samplers._optimize import Settings, optimize
-
-        enc = encoding(space)
-        data = training_data(space, complete, self.objectives, self.constraints)
-        M = len(self.objectives)
-        infeasible = [r for r in records if r.state is TrialState.INFEASIBLE]
-        kind = "mixed" if enc.cat else "single"
-        warm = _models.warm_state(records, kind) if self.warm_start else None
-        cold_check = self.cold_refit_every > 0 and data.U.shape[0] % self.cold_refit_every == 0
-        seed = int(self.seed or 0)
-        dtype = torch.double
-        choice = _acquisition.choose(M, self._log, self.alpha, self.parego_from)
-        fit_kw: dict[str, Any] = {"cat_dims": sorted(enc.cat), "warm": warm,
-                                  "cold_check": cold_check, "warm_ftol": self.warm_ftol,
-                                  "cold_ftol": self.cold_ftol,
-                                  "closed_form": "closed_form_fit" not in UNAVAILABLE}
-        off = {k: v for k, v in UNAVAILABLE.items() if k == "closed_form_fit"}
-        settings = Settings(self.num_restarts, self.raw_samples, self.maxiter,
-                            self.sample_around_best, self.allow_repeats)
-        rng_seed = seed * 1_000_003 + len(records) + len(pending)
-        with _one_thread(rng_seed):
-            t0, c0 = time.perf_counter(), time.process_time()
-            X = torch.tensor(to_model(data.U, enc), dtype=dtype)
-            Yvar = None if data.Yvar is None else torch.tensor(data.Yvar, dtype=dtype)
-            fitted = _models.fit_outputs(X, torch.tensor(data.Y, dtype=dtype), Yvar,
-                                         names=data.names, **fit_kw)
-            off.update(fitted.fast_path_off)
-            gp_state = fitted.states
-            model, public = fitted.model, fitted.public()
-            stacked = model is not public
-            constraints = _acquisition.outcome_constraints(
-                self.constraints, M, data.Y.shape[1] if infeasible else None)
-            if infeasible:
-                from botorch.models import ModelListGP
-
-                ok = [r for r in records if r.state is TrialState.COMPLETE]
-                Uf = np.array([space.encode(r.params) for r in ok + infeasible])
-                yf = np.array([1.0] * len(ok) + [-1.0] * len(infeasible)).reshape(-1, 1)
-                feas = _models.fit_outputs(torch.tensor(to_model(Uf, enc), dtype=dtype),
-                                           torch.tensor(yf, dtype=dtype), None,
-                                           names=[_FEASIBLE], **fit_kw)
-                off.update(feas.fast_path_off)
-                gp_state.update(feas.states)
-                model = ModelListGP(model, feas.model)
-                public = ModelListGP(*fitted.models, feas.model)
-            t_fit, c_fit = time.perf_counter() - t0, time.process_time() - c0
-
-            t1, c1 = time.perf_counter(), time.process_time()
-            X_pending = None
-            if pending:
-                Up = np.array([space.encode(p) for p in pending])
-                X_pending = torch.tensor(to_model(Up, enc), dtype=dtype)
-            args = (X, data.ref, M, constraints, X_pending, self.mc_samples, seed + len(records),
-                    choice)
-            try:
-                acq = _acquisition.build(model, *args, fast=True,
-                                         dense_posterior=self.dense_posterior)
-                off.update(acq.fast_path_off)
-                U, how = optimize(acq.acqf, space, enc, records, pending, n, settings)
-            except Exception as exc:  # noqa: BLE001 - any failure: BoTorch's public path
-                why = f"failed in this proposal: {_why(exc)}"
-                used = _acquisition.fast_paths(choice, M, self.dense_posterior and stacked)
-                off.update({k: why for k in used + ["stacked_model"] * stacked if k not in off})
-                torch.manual_seed(rng_seed)
-                acq = _acquisition.build(public, *args, fast=False)
-                U, how = optimize(acq.acqf, space, enc, records, pending, n, settings)
-            t_opt, c_opt = time.perf_counter() - t1, time.process_time() - c1
+        U, info, off, self.last_timing = model_based(self, space, records, complete, pending, n)
         self._note_off(off)
-        self.last_timing = {"fit_s": t_fit, "acqf_s": t_opt, "fit_cpu_s": c_fit,
-                            "acqf_cpu_s": c_opt}
-        info = {"ref_point": [o.sign * r for o, r in zip(self.objectives, data.ref)],
-                "ref_point_inferred": data.ref_inferred,
-                "n_observations": int(X.shape[0]), "n_infeasible": len(infeasible),
-                "fit_s": round(t_fit, 4), "acqf_s": round(t_opt, 4),
-                "observed_noise": data.noisy, **choice.notes(), **how,
-                "gp_state": {"kind": kind, "dim": int(space.dim), "params": gp_state}}
         if off:
             info["fast_path_off"] = dict(sorted(off.items()))
         return [Proposal(space.decode(u), self.name, dict(info)) for u in U]
@@ -323,4 +237,4 @@ class QNEHVISampler(QLogNEHVISampler):
     """The non-log qNEHVI (as named in the ECOpt paper); same pipeline otherwise."""
 
     name = "qnehvi"
-    _log = False
+    log_hvi = False
