@@ -60,6 +60,7 @@ METHODS: dict[str, str] = {
     "ecopt-qlognehvi-nosab": "ecopt qLogNEHVI, q=1, random raw samples only (no sample_around_best)",
     "ecopt-qlognehvi-exact": "ecopt qLogNEHVI, q=1, exact box decompositions at every M (alpha=0)",
     "ecopt-qlognparego": "ecopt with qLogNParEGO at every M (parego_from=2)",
+    "ecopt-qlognehvi-dimscaled": "ecopt qLogNEHVI, q=1, BoTorch's dim-scaled lengthscale prior",
     "ecopt-sobol": "ecopt scrambled Sobol",
     "ecopt-random": "ecopt uniform random",
     "botorch-plain": "plain BoTorch qLogNEHVI loop (cold fits, 10 restarts, 512 raw, 128 MC)",
@@ -127,6 +128,9 @@ def _run_ecopt(problem: Problem, method: str, seed: int, budget: int
         sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, alpha=0.0)
     elif (alpha := _ALPHA.fullmatch(method)) is not None:
         sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, alpha=float(alpha.group(1)))
+    elif method == "ecopt-qlognehvi-dimscaled":
+        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init,
+                                   lengthscale_prior="dim-scaled")
     elif method == "ecopt-qlognparego":
         sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, parego_from=2)
     elif method.startswith("ecopt-qlognehvi"):
