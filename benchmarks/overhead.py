@@ -47,6 +47,12 @@ __all__ = ["measure", "main"]
 
 #: Targets (CPU seconds, median per suggestion at n <= 100, q = 1) by number of objectives.
 TARGET_S = {2: 0.5, 3: 2.0, 4: 2.0}
+#: What the table's columns mean.
+TABLE_NOTE = ("CPU s: median CPU seconds of this process per suggestion, with the GP-fit and "
+              "acquisition parts the sampler reports (on a machine shared with other jobs the "
+              "steadier number; with one torch thread what the wall clock reads on an idle "
+              "machine); wall s: median wall clock; x GP: CPU time over Optuna GPSampler's on "
+              "the same history; target: for q = 1 and n <= 100.")
 #: Optuna GPSampler is timed up to this many objectives (at 4 it needed > 15 GiB at n = 100).
 OPTUNA_MAX_M = 3
 #: Pause (untimed) after each Optuna suggestion, so its BLAS threads stop spinning first.
@@ -208,35 +214,13 @@ def _versions() -> dict[str, str]:
 
 
 def report_markdown(rows: Sequence[dict[str, Any]], command: str, meta: dict[str, str]) -> str:
-    """The markdown table of measured rows."""
+    """The markdown report of measured rows (the table of :func:`table`)."""
+    from benchmarks.mobo import markdown_table
+
     lines = [f"Command: `{command}`", "",
              f"Date (UTC): {time.strftime('%Y-%m-%d %H:%M', time.gmtime())}", "",
              "Versions: " + ", ".join(f"{k} {v}" for k, v in meta.items()), "",
-             "Seconds per suggestion: wall clock (median, p90) and this process's CPU time "
-             "(median; its GP-fit and acquisition parts where the sampler reports them). On a "
-             "machine shared with other jobs the CPU time is the steadier number; with one "
-             "torch thread it is what the wall clock reads on an idle machine. `x GP` is "
-             "the CPU time over Optuna GPSampler's on the same history.", "",
-             "| label | M | q | n | wall median s | wall p90 s | CPU s | fit CPU s | "
-             "acqf CPU s | x GP | peak RSS MiB | threads | target (CPU s) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    gp = {(r["M"], r["q"], r["n"]): r["cpu_s"]["median"] for r in rows
-          if r["method"] == "optuna-gp"}
-    for r in rows:
-        tgt = TARGET_S.get(r["M"]) if r["q"] == 1 and r["n"] <= 100 else None
-        c = r["cpu_s"]["median"]
-        ok = "-" if tgt is None or r["method"] != "ecopt" else (
-            f"<= {tgt}: {'HOLDS' if c <= tgt else 'MISSED'}")
-        fit = r.get("fit_cpu_s", {}).get("median")
-        acq = r.get("acqf_cpu_s", {}).get("median")
-        g = gp.get((r["M"], 1, r["n"]))
-        ratio = "-" if g is None or r["method"] == "optuna-gp" else f"{c / g:.1f}"
-        lines.append(
-            f"| {r['label']} | {r['M']} | {r['q']} | {r['n']} | "
-            f"{r['total_s']['median']:.3f} | {r['total_s']['p90']:.3f} | {c:.3f} | "
-            f"{'-' if fit is None else f'{fit:.3f}'} | {'-' if acq is None else f'{acq:.3f}'} | "
-            f"{ratio} | {r['peak_rss_mib']:.0f} | {r['torch_threads']}/"
-            f"{r.get('python_threads', '-')} | {ok} |")
+             TABLE_NOTE, "", markdown_table(*table(rows))]
     return "\n".join(lines) + "\n"
 
 
@@ -338,10 +322,7 @@ def _report(rows: Sequence[dict[str, Any]], cmd: str, out: Path, record_dir: str
     if record_dir:
         cols, body = table(rows)
         record(Path(record_dir), "benchmarks/overhead.py", cmd, {"overhead": (cols, body)},
-               "CPU s: median CPU seconds of this process per suggestion (fit and acquisition "
-               "parts as the sampler reports them); wall s: median wall clock; x GP: CPU time "
-               "over Optuna GPSampler's on the same history.\n\n"
-               + markdown_table(cols, body) + "\n", targets_cpu_s=TARGET_S)
+               TABLE_NOTE + "\n\n" + markdown_table(cols, body) + "\n", targets_cpu_s=TARGET_S)
     return 0
 
 
