@@ -5,7 +5,10 @@ a predicted speed-up; this script applies each one, times ``--epochs`` epochs
 with the old and the new setting (consumer included), and prints predicted vs
 measured gain as a markdown table. Timing, not energy: no joules are involved.
 
-    python benchmarks/data_profile.py [--epochs 3] [--items 160]
+    python benchmarks/data_profile.py [--epochs 3] [--items 160] [--record]
+
+The table is written through :mod:`ecopt.report.recorded` (``<out>/summary.json``
+and ``summary.md``; ``--record`` also into ``docs/results/data_profile/<date>``).
 
 BLAS is held to one thread per process (``OMP_NUM_THREADS=1`` unless set):
 with two BLAS threads in every DataLoader worker on a 2-core machine, the
@@ -22,6 +25,10 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+_ROOT = Path(__file__).resolve().parents[1]
+if str(_ROOT) not in sys.path:
+    sys.path.append(str(_ROOT))
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # before numpy loads BLAS (see docstring)
 
@@ -66,8 +73,22 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--items", type=int, default=160)
+    p.add_argument("--out", default="runs/data_profile")
+    p.add_argument("--record", nargs="?", const="", default=None, metavar="TAG",
+                   help="also write the summary to docs/results/data_profile/<date>[-TAG]")
     args = p.parse_args(argv)
     import torch
+
+    from ecopt.report.recorded import (
+        Table,
+        command_line,
+        git_commit,
+        record_dirs,
+        write_run,
+    )
+
+    sha = git_commit(_ROOT)
+    load0 = os.getloadavg()[0]
 
     torch.set_num_threads(1)
     from ecopt.data import (
@@ -95,8 +116,7 @@ def main(argv: list[str] | None = None) -> int:
             write_movielens(tmp / "ratings.dat", 600, 800, 50_000), MOVIELENS, "pandas"),
     }
     base = LoaderConfig(batch_size=32, num_workers=0, cache=False)
-    rows = ["| pipeline | bottleneck | change | predicted gain | measured gain |",
-            "|---|---|---|---|---|"]
+    rows: list[list[Any]] = []
     for name, src in cases.items():
         try_b = ("polars", "dask") if isinstance(src, TablePipeline) else ()
         diag = profile(src, _consumer, config=base, epochs=args.epochs, meter="wallclock",
@@ -113,10 +133,21 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 cfg = diag.best_config if rec is None else base.replace(**{rec.knob: rec.value})
                 t_new = _run(src, cfg, args.epochs)
-            rows.append(f"| {name} | {diag.bottleneck} | {label} | {pred:.2f}x | "
-                        f"{t_base / t_new:.2f}x |")
+            rows.append([name, diag.bottleneck, label, round(pred, 2), round(t_base / t_new, 2)])
         print(f"[{name}: baseline {t_base:.2f} s for {args.epochs} epochs]", file=sys.stderr)
-    print("\n".join(rows))
+    table = Table(["pipeline", "bottleneck", "change", "predicted gain (x)", "measured gain (x)"],
+                  rows)
+    notes = [f"{args.epochs} epochs per timing, consumer = a 1 ms training step; timing only "
+             "(no energy). BLAS and torch at one thread per process.",
+             "The machine was shared with other jobs (1-minute load average "
+             f"{load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end); one timing per "
+             "setting, so gains near 1 are within noise."]
+    for d in record_dirs(args.out, "data_profile", args.record):
+        write_run(d, script="benchmarks/data_profile.py",
+                  command=command_line("benchmarks/data_profile.py", argv),
+                  tables={"gains": table}, energy=None, notes=notes, git=sha,
+                  title="Profiler: predicted vs measured gains")
+    print((Path(args.out) / "summary.md").read_text())
     return 0
 
 

@@ -20,19 +20,21 @@ from typing import Any
 from ecopt._version import __version__
 from ecopt.errors import (
     EcoptError,
+    ExecutorLostError,
     Infeasible,
     MeterError,
     MeterUnavailableError,
     NotAStudyError,
     SpecMismatchError,
     StudyLockedError,
+    TrialPruned,
 )
 from ecopt.meters.base import Measurement, Meter
 from ecopt.objective import Constraint, Objective
 from ecopt.samplers.base import Sampler
 from ecopt.space import Categorical, Fixed, Float, Int, SearchSpace
 from ecopt.study import Study, load_study
-from ecopt.trial import Trial, TrialRecord, TrialState
+from ecopt.trial import Intermediate, Trial, TrialRecord, TrialState
 
 __all__ = [
     "__version__",
@@ -52,12 +54,16 @@ __all__ = [
     "Meter",
     "Measurement",
     "EcoptError",
+    "ExecutorLostError",
     "Infeasible",
     "MeterError",
     "MeterUnavailableError",
     "NotAStudyError",
     "SpecMismatchError",
     "StudyLockedError",
+    "TrialPruned",
+    "Intermediate",
+    "pruners",
     "DaskExecutor",
     "pareto",
     "samplers",
@@ -66,7 +72,7 @@ __all__ = [
 ]
 
 _LAZY_MODULES = {"pareto", "samplers", "meters", "plot", "executors", "data", "workloads", "report",
-                 "energy"}
+                 "energy", "pruners", "integrations"}
 
 
 def __getattr__(name: str) -> Any:

@@ -8,5 +8,3 @@ from typing import Union
 ParamValue = Union[float, int, str, bool]
 #: One configuration: parameter name -> value.
 Params = dict[str, ParamValue]
-#: Metric name -> value reported by an objective function.
-Values = dict[str, float]

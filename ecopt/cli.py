@@ -23,11 +23,13 @@ __all__ = ["main", "build_parser"]
 _HANDLERS: dict[str, tuple[str, str]] = {
     "quickstart": ("ecopt.quickstart", "cli_main"),
     "meters": ("ecopt.meters.probe", "cli_main"),
-    "report": ("ecopt.report_cli", "report_main"),
-    "plot": ("ecopt.report_cli", "plot_main"),
-    "compare": ("ecopt.report_cli", "compare_main"),
-    "show": ("ecopt.report_cli", "show_main"),
-    "profile": ("ecopt.data.profile", "cli_main"),
+    "report": ("ecopt.report.cli", "report_main"),
+    "plot": ("ecopt.report.cli", "plot_main"),
+    "compare": ("ecopt.report.cli", "compare_main"),
+    "show": ("ecopt.report.cli", "show_main"),
+    "profile": ("ecopt.data.profiler", "cli_main"),
+    "dashboard": ("ecopt.report.dashboard", "dashboard_main"),
+    "repair": ("ecopt.storage", "repair_main"),
 }
 
 
@@ -86,6 +88,16 @@ def _add_reports(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("show", help="terminal summary of a study directory")
     p.add_argument("run_dir", help="study directory")
 
+    for name in ("report", "plot", "compare", "show"):
+        sub.choices[name].add_argument(
+            "--strict", action="store_true",
+            help="exit 1 when the output was written but there were warnings (default: 0)")
+
+
+def _add_repair(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("repair", help="rebuild a lost study.json from the copy in running.jsonl")
+    p.add_argument("run_dir", help="study directory")
+
 
 def _add_profile(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("profile", help="diagnose an input pipeline's bottleneck (Plumber-style)")
@@ -107,8 +119,21 @@ def _add_profile(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
+def _add_dashboard(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("dashboard", help="serve a live page of a (running) study on 127.0.0.1",
+                       description="Serve, on 127.0.0.1 only and read-only, a page that shows "
+                                   "the study while it runs: front, hypervolume over trials and "
+                                   "over energy, trials with states and energy sources. "
+                                   "Needs pip install 'ecopt[dashboard]'.")
+    p.add_argument("run_dir", help="study directory (may be written by a running study)")
+    p.add_argument("--port", type=int, default=8765, help="port on 127.0.0.1 (default 8765; "
+                   "0 picks a free one)")
+    p.add_argument("--refresh-s", type=float, default=2.0, dest="refresh_s",
+                   help="seconds between the page's refreshes (default 2)")
+
+
 _REGISTRARS: list[Callable[[argparse._SubParsersAction], None]] = [
-    _add_quickstart, _add_meters, _add_reports, _add_profile,
+    _add_quickstart, _add_meters, _add_reports, _add_profile, _add_repair, _add_dashboard,
 ]
 
 
@@ -134,12 +159,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     module, func = _HANDLERS[args.command]
+    import warnings
+
+    # On the command line a warning is one line for the user, not a source listing.
+    warnings.formatwarning = (lambda message, category, *_a, **_k:
+                              f"ecopt {args.command}: {category.__name__}: {message}\n")
     try:
         handler = getattr(importlib.import_module(module), func)
         return int(handler(args) or 0)
     except (EcoptError, ValueError, FileNotFoundError, NotADirectoryError) as exc:
         print(f"ecopt {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `ecopt ... | head`: the reader has what it wanted
+        try:
+            import os
+
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return 0
     except KeyboardInterrupt:
         print(f"ecopt {args.command}: interrupted; the study log is intact", file=sys.stderr)
         return 130

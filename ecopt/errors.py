@@ -11,6 +11,24 @@ class StudyLockedError(EcoptError):
     """Another process holds the study directory open for writing."""
 
 
+class StorageError(EcoptError):
+    """A line of the trial log could not be saved (disk full, I/O error).
+
+    Nothing already in the log is lost, and the line that failed is not half
+    written; the operation that raised (``tell()``, ``optimize()``) did not
+    save its trial. Free space and re-open the study to resume.
+    """
+
+
+class MissingSpecError(EcoptError):
+    """A study directory holds trials but its ``study.json`` is gone.
+
+    Restore the file, run ``ecopt repair DIR`` (rebuilds it from the copy kept
+    in ``running.jsonl``), or pass ``overwrite=True`` to start afresh (the old
+    files are moved aside, never deleted).
+    """
+
+
 class SpecMismatchError(EcoptError):
     """A study directory was re-opened with a different space, objectives or constraints."""
 
@@ -27,6 +45,28 @@ class MeterUnavailableError(MeterError):
     """The hardware or library a meter needs is not present on this machine."""
 
 
+class RaplPermissionError(MeterUnavailableError):
+    """RAPL counters exist but this user may not read them."""
+
+
+class ExecutorLostError(EcoptError):
+    """The executor as a whole went away (e.g. the Dask scheduler stopped).
+
+    Raised by :meth:`ecopt.Study.optimize` after every trial in flight was
+    recorded as failed (``Interrupted``). The trial log is complete: restart the
+    scheduler (or pick another executor), re-open the study with the same
+    storage directory and call ``optimize`` again to resume.
+    """
+
+
+class DaskUnavailableError(EcoptError):
+    """Dask distributed is not installed, or its scheduler cannot be reached."""
+
+
+class BackendUnavailableError(EcoptError):
+    """The dataframe library a backend needs is not installed."""
+
+
 class Infeasible(Exception):
     """Raise from an objective to mark the trial's configuration as infeasible.
 
@@ -38,3 +78,25 @@ class Infeasible(Exception):
         ...     if trial.params["batch_size"] > 512:
         ...         raise ecopt.Infeasible("batch does not fit in VRAM")
     """
+
+
+class TrialPruned(Exception):
+    """Raise from an objective to stop a trial early on purpose (Optuna's convention).
+
+    The trial is recorded ``pruned`` with its last reported values
+    (:meth:`ecopt.Trial.report`) and the energy it spent; it never enters the
+    front. Raise it when :meth:`ecopt.Trial.should_stop` returns ``True``.
+
+    Example:
+        >>> trial.report(epoch, {"accuracy": acc})
+        >>> if trial.should_stop():
+        ...     raise ecopt.TrialPruned()
+    """
+
+
+class DeviceUnavailableError(EcoptError):
+    """A workload asked for a device (``cuda``, ``cuda:N``) this machine cannot provide."""
+
+
+class PowerLimitError(EcoptError):
+    """A GPU power limit could not be read, set or restored (the message says how to fix it)."""

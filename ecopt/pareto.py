@@ -1,7 +1,12 @@
-"""Pareto fronts: non-dominated filtering, exact hypervolume, knee point.
+"""Pareto fronts: non-dominated filtering, exact hypervolume, knee point, reference point.
 
 Functions take ``Y`` as an ``(n, M)`` array and ``directions`` as a sequence of
 ``"max"``/``"min"`` (default: all ``"max"``). Nothing here needs torch.
+
+This module is the one home of the study-level rules too: which trials form
+the front (:func:`front_records`) and which reference point a study uses
+(:func:`study_reference_point`); the study, every report and the samplers call
+these.
 
 Example:
     >>> import numpy as np
@@ -16,8 +21,13 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from ecopt.objective import Objective
+    from ecopt.trial import TrialRecord
 
 __all__ = [
     "to_maximization",
@@ -26,6 +36,10 @@ __all__ = [
     "knee_point",
     "dominates",
     "infer_reference_point",
+    "feasible_complete",
+    "objective_matrix",
+    "front_records",
+    "study_reference_point",
 ]
 
 
@@ -63,7 +77,8 @@ def non_dominated(Y: Sequence[Sequence[float]] | np.ndarray,
     """Mask of the non-dominated rows of ``Y``.
 
     Duplicated points are all kept (none dominates the other). Rows with NaN are
-    never on the front.
+    never on the front. Two objectives take one sort (``O(n log n)``); more
+    compare each candidate with the front found so far (``O(n * front)``).
 
     Returns:
         An ``(n,)`` bool array.
@@ -73,22 +88,53 @@ def non_dominated(Y: Sequence[Sequence[float]] | np.ndarray,
     if n == 0:
         return np.zeros(0, dtype=bool)
     valid = ~np.isnan(Z).any(axis=1)
-    mask = valid.copy()
     idx = np.flatnonzero(valid)
-    # Sort by the first objective descending so dominators tend to come first.
-    order = idx[np.argsort(-Z[idx, 0], kind="stable")]
+    mask = np.zeros(n, dtype=bool)
+    if idx.size == 0:
+        return mask
+    if Z.shape[1] == 1:
+        mask[idx] = Z[idx, 0] == Z[idx, 0].max()
+        return mask
+    if Z.shape[1] == 2:
+        mask[idx[_front_2d(Z[idx])]] = True
+        return mask
+    # Lexicographic descending order: no row is dominated by a row after it.
+    sub = Z[idx]
+    order = np.lexsort(tuple(-sub[:, j] for j in range(sub.shape[1] - 1, -1, -1)))
+    front: list[int] = []
+    F = np.empty((0, sub.shape[1]))
     for i in order:
-        if not mask[i]:
+        z = sub[i]
+        if F.shape[0] and bool(np.any(np.all(F >= z, axis=1) & np.any(F > z, axis=1))):
             continue
-        zi = Z[i]
-        others = mask.copy()
-        others[i] = False
-        cand = np.flatnonzero(others)
-        if cand.size == 0:
-            continue
-        dominated = np.all(zi >= Z[cand], axis=1) & np.any(zi > Z[cand], axis=1)
-        mask[cand[dominated]] = False
+        front.append(i)
+        F = sub[front]
+    mask[idx[np.asarray(front, dtype=int)]] = True
     return mask
+
+
+def _front_2d(Z: np.ndarray) -> np.ndarray:
+    """Indices of the non-dominated rows of a NaN-free ``(n, 2)`` maximisation array."""
+    order = np.lexsort((-Z[:, 1], -Z[:, 0]))  # x descending, then y descending
+    keep = np.zeros(Z.shape[0], dtype=bool)
+    best_y = -np.inf
+    k = 0
+    n = order.size
+    while k < n:
+        # Rows with the same x: the group's best y survives (with its duplicates)
+        # when it beats every y seen at a larger x.
+        j = k
+        x = Z[order[k], 0]
+        while j < n and Z[order[j], 0] == x:
+            j += 1
+        top = Z[order[k], 1]
+        if top > best_y:
+            for t in range(k, j):
+                if Z[order[t], 1] == top:
+                    keep[order[t]] = True
+            best_y = top
+        k = j
+    return np.flatnonzero(keep)
 
 
 def _hv_2d(P: np.ndarray, r: np.ndarray) -> float:
@@ -120,7 +166,8 @@ def _hv_rec(P: np.ndarray, r: np.ndarray) -> float:
         if depth <= 0:
             continue
         sl = P[: k + 1, :-1]
-        sl = sl[non_dominated(sl)]
+        if sl.shape[1] > 2:  # the 2-D sweep skips dominated points by itself
+            sl = sl[non_dominated(sl)]
         hv += depth * _hv_rec(sl, r[:-1])
     return float(hv)
 
@@ -174,11 +221,20 @@ def knee_point(Y: Sequence[Sequence[float]] | np.ndarray,
 
 
 def infer_reference_point(Y: Sequence[Sequence[float]] | np.ndarray, scale: float = 0.1,
-                          directions: Sequence[str] | None = None) -> np.ndarray:
+                          directions: Sequence[str] | None = None, *,
+                          front_only: bool = True) -> np.ndarray:
     """A reference point just worse than the front's nadir (BoTorch's rule).
 
     ``nadir - scale * (ideal - nadir)`` over the non-dominated points; with a
     single point the range is ``|nadir|`` (1 where that is 0).
+
+    Args:
+        Y: ``(n, M)`` objective values.
+        scale: Fraction of the range to step beyond the nadir.
+        directions: ``"max"``/``"min"`` per objective (default all ``"max"``).
+        front_only: Use only the non-dominated rows of ``Y`` (default). ``False``
+            uses every row: for several studies' fronts pooled together, so that
+            the point sits below the worst front point of any of them.
 
     Returns:
         ``(M,)`` array in the same directions as ``Y``.
@@ -190,7 +246,7 @@ def infer_reference_point(Y: Sequence[Sequence[float]] | np.ndarray, scale: floa
     Z = Z[~np.isnan(Z).any(axis=1)] if Z.size else Z
     if Z.shape[0] == 0:
         raise ValueError("cannot infer a reference point from no observations")
-    F = Z[non_dominated(Z)]
+    F = Z[non_dominated(Z)] if front_only else Z
     nadir, ideal = F.min(axis=0), F.max(axis=0)
     if F.shape[0] == 1:
         rng = np.abs(nadir)
@@ -200,3 +256,58 @@ def infer_reference_point(Y: Sequence[Sequence[float]] | np.ndarray, scale: floa
         rng = np.where(rng == 0, np.where(np.abs(nadir) > 0, np.abs(nadir), 1.0), rng)
     ref = nadir - scale * rng
     return to_maximization(ref.reshape(1, -1), directions)[0]
+
+
+# ---------------------------------------------------------------------------
+# study-level rules (records and objectives)
+# ---------------------------------------------------------------------------
+
+
+def feasible_complete(records: Sequence[TrialRecord]) -> list[TrialRecord]:
+    """The complete trials that satisfy every constraint: the only ones a front may hold."""
+    from ecopt.trial import TrialState
+
+    return [r for r in records if r.state is TrialState.COMPLETE and r.feasible]
+
+
+def objective_matrix(records: Sequence[TrialRecord], objectives: Sequence[Objective]) -> np.ndarray:
+    """``(n, M)`` objective values of ``records``, in the objectives' units and directions."""
+    names = [o.name for o in objectives]
+    return np.array([[r.values[k] for k in names] for r in records], dtype=float).reshape(
+        len(records), len(names))
+
+
+def front_records(records: Sequence[TrialRecord], objectives: Sequence[Objective]
+                  ) -> list[TrialRecord]:
+    """The study's Pareto front: non-dominated complete trials within the constraints.
+
+    Returns:
+        Those records, in the order given.
+    """
+    ok = feasible_complete(records)
+    if not ok:
+        return []
+    mask = non_dominated(objective_matrix(ok, objectives), [o.direction for o in objectives])
+    return [r for r, m in zip(ok, mask) if m]
+
+
+def study_reference_point(records: Sequence[TrialRecord], objectives: Sequence[Objective]
+                          ) -> tuple[float, ...] | None:
+    """The reference point of a study: each objective's threshold, inferred where none is set.
+
+    Missing thresholds come from :func:`infer_reference_point` over the
+    complete, constraint-satisfying trials.
+
+    Returns:
+        One value per objective, or ``None`` when a threshold is missing and no
+        trial completed within the constraints.
+    """
+    thr = [o.threshold for o in objectives]
+    if all(t is not None for t in thr):
+        return tuple(float(t) for t in thr)  # type: ignore[arg-type]
+    ok = feasible_complete(records)
+    if not ok:
+        return None
+    inferred = infer_reference_point(objective_matrix(ok, objectives),
+                                     directions=[o.direction for o in objectives])
+    return tuple(float(t) if t is not None else float(v) for t, v in zip(thr, inferred))

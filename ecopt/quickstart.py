@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import ecopt
-from ecopt.frames import phase_source
+from ecopt.report.fmt import fmt_number
+from ecopt.report.frames import phase_source
 from ecopt.trial import TrialRecord
 
 __all__ = ["quickstart_space", "quickstart_objectives", "run_quickstart", "cli_main",
@@ -52,8 +53,8 @@ def format_front(records: list[TrialRecord], space: ecopt.SearchSpace) -> str:
             *[f"{r.params[n]:.3g}" if isinstance(r.params[n], float) else str(r.params[n])
               for n in names],
             f"{r.values['accuracy']:.4f}",
-            f"{r.values['samples_per_joule']:.4g}",
-            f"{ph.energy_j:.4g}" if ph else "-",
+            fmt_number(r.values["samples_per_joule"]),
+            fmt_number(ph.energy_j) if ph else "-",
             f"{kind}: {phase_source(r, 'inference')}",
         ])
     widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h)
@@ -102,7 +103,8 @@ def _summary(study: ecopt.Study) -> str:
         f"meter: {meter.get('meter', '?')} -> energy is "
         + ("MEASURED" if measured else "ESTIMATED (no hardware energy counter was read; "
            "samples/J here is nearly throughput times a constant)"),
-        f"hypervolume: {study.hypervolume():.6g} (reference point {study.reference_point()})",
+        f"hypervolume: {fmt_number(study.hypervolume())} (reference point "
+        + ", ".join(fmt_number(v) for v in study.reference_point() or []) + ")",
         "",
         f"Pareto front ({len(front)} trials):",
         format_front(front, study.space),

@@ -15,32 +15,40 @@ import datetime as _dt
 import logging
 import math
 import shutil
-import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, wait
 from pathlib import Path
 from typing import Any, overload
 
 import numpy as np
 
 from ecopt import pareto
-from ecopt._types import Params
 from ecopt._version import __version__
-from ecopt.errors import EcoptError, SpecMismatchError
+from ecopt.errors import EcoptError, MissingSpecError, SpecMismatchError, TrialPruned
 from ecopt.executors import Executor, get_executor
 from ecopt.meters import Meter, get_meter
 from ecopt.objective import Constraint, Objective, validate_objectives
 from ecopt.samplers import Proposal, Sampler, get_sampler
 from ecopt.space import SearchSpace
-from ecopt.storage import StudyStorage
-from ecopt.trial import ErrorInfo, Trial, TrialOutcome, TrialRecord, TrialState
+from ecopt.storage import RUNNING_FILE, STUDY_FILE, TRIALS_FILE, StudyStorage
+from ecopt.pruners import Pruner, get_pruner
+from ecopt.trial import (
+    ErrorInfo,
+    Intermediate,
+    Trial,
+    TrialOutcome,
+    TrialRecord,
+    TrialState,
+    interrupted_record,
+)
 
 __all__ = ["Study", "load_study"]
 
 log = logging.getLogger("ecopt")
 
 ObjectiveFn = Callable[[Trial], Any]
+#: ``callback(study, record)``, called after each trial is saved.
+Callback = Callable[["Study", TrialRecord], None]
 
 
 def _now_iso() -> str:
@@ -68,6 +76,10 @@ class Study:
             trial (recorded in ``study.json`` under ``"idle"``; kept on resume).
         subtract_idle: Subtract idle power x duration from every phase's
             energy; raw joules stay in each measurement's ``extras``.
+        pruner: Early stopping of trials that report a learning curve
+            (:meth:`Trial.report`): ``None`` (default, no pruning), a name
+            (``"hyperband"``, ``"dominance"``) or an
+            :class:`~ecopt.pruners.Pruner`. See docs/energy-aware-search.md.
 
     Raises:
         ValueError: for bad arguments (unknown sampler or meter name, bad
@@ -92,6 +104,7 @@ class Study:
         *,
         idle_s: float = 0.0,
         subtract_idle: bool = False,
+        pruner: str | Pruner | None = None,
         _readonly: bool = False,
         _spec: Mapping[str, Any] | None = None,
     ) -> None:
@@ -103,8 +116,9 @@ class Study:
         objectives = list(objectives) if not isinstance(objectives, Objective) else objectives
         constraints = list(constraints)
         validate_objectives(objectives, constraints)  # type: ignore[arg-type]
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
-            raise ValueError(f"seed must be an integer or None, got {seed!r}")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))
+                                 or not 0 <= seed < 2**63):
+            raise ValueError(f"seed must be an integer in [0, 2**63) or None, got {seed!r}")
         self.space = space
         self.objectives: list[Objective] = list(objectives)  # type: ignore[arg-type]
         self.constraints: list[Constraint] = constraints
@@ -115,22 +129,33 @@ class Study:
         self._next_number = 0
         self._storage: StudyStorage | None = None
         self.spec: dict[str, Any] = dict(_spec or {})
+        self._stop_requested = False
+        self._optimizing = False
+        #: Why the last :meth:`optimize` call stopped proposing (``None`` before one ran).
+        self.stop_reason: str | None = None
 
         if _readonly:
             self.sampler: Sampler | None = None
             self.meter: Meter | None = None
+            self.pruner: Pruner | None = None
             self.name = name or self.spec.get("name") or ""
             self.idle: dict[str, Any] | None = self.spec.get("idle")
             return
 
         self.sampler = get_sampler(sampler)
         self.sampler.bind(self.objectives, self.constraints, self.seed)
+        self.pruner = get_pruner(pruner)
+        if self.pruner is not None:
+            self.pruner.bind(self.objectives, self.constraints)
         self.meter = get_meter(meter)
+        from ecopt.meters.power_limit import restore_stale_power_limits
+        restore_stale_power_limits()  # GPU limits left by a process that died holding them
         self.name = name or (Path(storage).name if storage is not None else "study")
 
         if storage is not None:
-            self._storage = StudyStorage(storage, writable=True)
+            self._storage = StudyStorage(storage, writable=True, on_handover=self._hand_over)
             try:
+                self._refuse_if_orphans()
                 self._open_storage(overwrite)
             except BaseException:
                 self._storage.close()
@@ -163,15 +188,39 @@ class Study:
             "opened_at": _now_iso(),
             "sampler": self.sampler.describe(),
             "meter": self.meter.describe(),
+            "pruner": self.pruner.describe() if self.pruner is not None else None,
             "seed": self.seed,
             "ecopt_version": __version__,
         }
+
+    def _refuse_if_orphans(self) -> None:
+        from ecopt.errors import StudyLockedError
+        from ecopt.executors.orphans import wait_for_orphans
+
+        assert self._storage is not None
+        alive = wait_for_orphans(self._storage.path)
+        if alive:
+            raise StudyLockedError(
+                f"worker processes {alive} started for {str(self._storage.path)!r} by an earlier "
+                "run are still running trials (their driver was killed); opening the study now "
+                "would run new trials beside them (two trials on one GPU). Wait for them, or "
+                f"stop them (kill {' '.join(map(str, alive))}), then open it again")
 
     def _open_storage(self, overwrite: bool) -> None:
         from ecopt.host import host_facts
 
         st = self._storage
         assert st is not None
+        if not st.exists() and st.has_trials():
+            if not overwrite:
+                raise MissingSpecError(
+                    f"{str(st.path)!r} holds trials ({TRIALS_FILE} / {RUNNING_FILE}) but its "
+                    f"{STUDY_FILE} is missing, so ecopt cannot tell which study they belong to. "
+                    f"Restore {STUDY_FILE} from a backup, or run `ecopt repair {st.path}` to "
+                    "rebuild it from the copy kept in running.jsonl, or pass overwrite=True to "
+                    "start afresh (the old files are moved to a replaced-<time>/ folder, never "
+                    "deleted)")
+            self._move_aside(st.path)
         if st.exists():
             old = st.read_spec()
             old_core = {k: old.get(k) for k in ("space", "objectives", "constraints")}
@@ -189,6 +238,7 @@ class Study:
             spec.setdefault("sessions", []).append(self._session_facts())
             spec["sampler"] = self.sampler.describe()  # type: ignore[union-attr]
             spec["meter"] = self.meter.describe()  # type: ignore[union-attr]
+            spec["pruner"] = self.pruner.describe() if self.pruner is not None else None
             st.write_spec(spec)
             self.name = spec.get("name", self.name)
             self.spec = spec
@@ -200,6 +250,7 @@ class Study:
                 **self._spec_core(),
                 "sampler": self.sampler.describe(),  # type: ignore[union-attr]
                 "meter": self.meter.describe(),  # type: ignore[union-attr]
+                "pruner": self.pruner.describe() if self.pruner is not None else None,
                 "seed": self.seed,
                 "ecopt_version": __version__,
                 "host": host_facts(),
@@ -212,7 +263,14 @@ class Study:
     def _move_aside(path: Path) -> None:
         stamp = _dt.datetime.now().strftime("%Y%m%dT%H%M%S")
         dest = path / f"replaced-{stamp}"
-        dest.mkdir(exist_ok=True)
+        k = 1
+        while True:  # a unique folder: two overwrites in one second keep both studies
+            try:
+                dest.mkdir()
+                break
+            except FileExistsError:
+                k += 1
+                dest = path / f"replaced-{stamp}-{k}"
         for f in ("study.json", "trials.jsonl", "running.jsonl"):
             if (path / f).exists():
                 shutil.move(str(path / f), str(dest / f))
@@ -224,24 +282,22 @@ class Study:
         self._records = st.read_records()
         finished = {r.number for r in self._records}
         numbers = set(finished)
+        started: dict[int, dict[str, Any]] = {}
+        reports: dict[int, list[dict[str, Any]]] = {}
         for run in st.read_running():
             try:
                 num = int(run["number"])
             except (KeyError, TypeError, ValueError):
                 continue
             numbers.add(num)
+            if "report" in run:
+                reports.setdefault(num, []).append(run)
+            else:
+                started.setdefault(num, run)
+        for num in sorted(set(started) | set(reports)):
             if num in finished:
                 continue
-            rec = TrialRecord(
-                number=num,
-                state=TrialState.FAILED,
-                params=dict(run.get("params") or {}),
-                started_at=str(run.get("started_at", "")),
-                proposed_by=str(run.get("proposed_by", "user")),
-                proposal=dict(run.get("proposal") or {}),
-                error=ErrorInfo("Interrupted", "the process running this trial stopped before "
-                                "it finished (killed or crashed); recorded on resume"),
-            )
+            rec = interrupted_record(num, started.get(num, {}), reports.get(num, []))
             st.append_record(rec)
             self._records.append(rec)
             finished.add(num)
@@ -307,6 +363,18 @@ class Study:
         if self.readonly:
             raise EcoptError("this study was opened read-only with load_study(); open it with "
                              "ecopt.Study(..., storage=dir) to add trials")
+        if self._storage is not None and self._storage.handed_over:
+            raise EcoptError(
+                f"this Study object was replaced: a newer ecopt.Study(...) in this process "
+                f"opened {str(self.path)!r} again and writes to it now; use that one (this "
+                "one can still be read)")
+
+    def _hand_over(self) -> bool:
+        """A newer Study in this process opens our directory: agree unless trials are running."""
+        if self._optimizing:
+            return False
+        self._running.clear()  # they are in running.jsonl: the new owner records them
+        return True
 
     @overload
     def ask(self, n: None = None, params: Mapping[str, Any] | None = None) -> Trial: ...
@@ -338,13 +406,22 @@ class Study:
             if isinstance(k, bool) or not isinstance(k, int) or k < 1:
                 raise ValueError(f"n >= 1 must hold, got n={n!r}")
             pending = [t.params for t in self._running.values()]
-            proposals = self.sampler.propose(self.space, self.records, pending, k)
+            proposals = list(self.sampler.propose(self.space, self.records, pending, k))
+            if len(proposals) > k:
+                warnings.warn(f"sampler {self.sampler.name!r} returned {len(proposals)} proposals "
+                              f"for n={k}; the extra ones are dropped", RuntimeWarning,
+                              stacklevel=2)
+                proposals = proposals[:k]
             proposals = [p if isinstance(p, Proposal) else Proposal(dict(p), self.sampler.name, {})
                          for p in proposals]
         trials: list[Trial] = []
         for p in proposals:
             params_ok = self.space.validate(p.params)
             trial = Trial(self._next_number, params_ok, self.meter, p.proposed_by, p.info)
+            if self.pruner is not None:
+                trial._pruning = (self.pruner, self._records)
+            if self._storage is not None:
+                trial._report_sink = self._save_report
             self._next_number += 1
             if self._storage is not None:
                 self._storage.mark_running(trial.number, trial.params, trial.proposed_by,
@@ -356,6 +433,12 @@ class Study:
                 raise EcoptError("the sampler has nothing left to propose (grid exhausted?)")
             return trials[0]
         return trials
+
+    def _save_report(self, trial: Trial, point: Intermediate) -> None:
+        """Keep an intermediate report on disk as it is made (an interrupted trial keeps its curve)."""
+        if self._storage is not None and trial.number in self._running:
+            self._storage.mark_report(trial.number, point,
+                                      {k: v.to_dict() for k, v in trial.phases.items()})
 
     def _validate_values(self, returned: Any, metrics: Mapping[str, float]
                          ) -> tuple[dict[str, float], dict[str, float]]:
@@ -405,7 +488,8 @@ class Study:
         return values, out_metrics
 
     def tell(self, trial: Trial | int, values: Any = None, *,
-             outcome: TrialOutcome | None = None, state: TrialState | None = None) -> TrialRecord:
+             outcome: TrialOutcome | None = None, state: TrialState | str | None = None
+             ) -> TrialRecord:
         """Finish a trial and append it to the log.
 
         Args:
@@ -414,17 +498,29 @@ class Study:
                 or the exception it raised.
             outcome: A full :class:`~ecopt.trial.TrialOutcome` from an executor
                 (instead of ``values``).
-            state: Force ``failed``/``infeasible`` (with ``values`` an
-                exception or ``None``).
+            state: Force ``"failed"``, ``"infeasible"`` or ``"pruned"`` (a
+                :class:`TrialState` or its value; with ``values`` an exception
+                or ``None``). ``"pruned"`` keeps the trial's last reported values.
 
         Returns:
             The stored :class:`TrialRecord`. Invalid values (missing or extra
             names, NaN, non-numbers) make a ``failed`` record, never an error.
 
         Raises:
-            ValueError: when the trial is not running in this study.
+            ValueError: when the trial is not running in this study, or for a
+                ``state`` other than those above.
         """
         self._require_writable()
+        if state is not None:
+            try:
+                state = TrialState(state)
+            except ValueError:
+                raise ValueError(f"state must be one of 'failed', 'infeasible', 'pruned' or None, "
+                                 f"got {state!r}") from None
+            if state in (TrialState.RUNNING, TrialState.COMPLETE):
+                raise ValueError(f"state must be one of 'failed', 'infeasible', 'pruned' or None "
+                                 f"(a trial is complete when its values are valid), got "
+                                 f"{state.value!r}")
         number = trial if isinstance(trial, int) else trial.number
         live = self._running.get(number)
         if live is None:
@@ -436,15 +532,19 @@ class Study:
                 outcome = TrialOutcome(number, None, dict(live.phases), dict(live.metrics),
                                        dict(live.noise), dict(live.user_attrs), live.started_at,
                                        live.duration_s(), ErrorInfo.from_exception(values),
-                                       is_out_of_memory(values))
+                                       is_out_of_memory(values),
+                                       intermediate=tuple(live.intermediate),
+                                       pruned=isinstance(values, TrialPruned))
             else:
                 outcome = TrialOutcome(number, values, dict(live.phases), dict(live.metrics),
                                        dict(live.noise), dict(live.user_attrs), live.started_at,
-                                       live.duration_s())
+                                       live.duration_s(), intermediate=tuple(live.intermediate))
         record = self._record_from(live, outcome, state)
-        del self._running[number]
         if self._storage is not None:
+            # On disk first: if this raises (disk full), the trial stays running
+            # here and tell() can be called again once there is room.
             self._storage.append_record(record)
+        del self._running[number]
         self._records.append(record)
         if record.state is not TrialState.COMPLETE:
             assert record.error is not None
@@ -457,7 +557,15 @@ class Study:
         values: dict[str, float] = {}
         metrics = dict(out.metrics)
         error = out.error
-        if state is TrialState.INFEASIBLE or (state is None and out.infeasible):
+        intermediate = tuple(out.intermediate) or tuple(live.intermediate)
+        if state is TrialState.PRUNED or (state is None and out.pruned):
+            st = TrialState.PRUNED
+            names = {o.name for o in self.objectives}
+            if intermediate:
+                values = {k: v for k, v in intermediate[-1].values.items() if k in names}
+            if error is None or error.type != "TrialPruned":
+                error = ErrorInfo("TrialPruned", "marked pruned by tell()", "")
+        elif state is TrialState.INFEASIBLE or (state is None and out.infeasible):
             st = TrialState.INFEASIBLE
         elif state is TrialState.FAILED or error is not None:
             st = TrialState.FAILED
@@ -491,6 +599,7 @@ class Study:
             device=out.device,
             noise=dict(out.noise),
             user_attrs=dict(out.user_attrs),
+            intermediate=intermediate,
         )
 
     def _interrupt_running(self, why: str) -> None:
@@ -498,12 +607,12 @@ class Study:
             self.tell(t, outcome=TrialOutcome(
                 t.number, None, dict(t.phases), dict(t.metrics), dict(t.noise),
                 dict(t.user_attrs), t.started_at, t.duration_s(),
-                ErrorInfo("Interrupted", why, "")))
+                ErrorInfo("Interrupted", why, ""), intermediate=tuple(t.intermediate)))
 
     def optimize(self, objective: ObjectiveFn, n_trials: int, batch_size: int = 1,
                  executor: str | Executor = "local", timeout_s: float | None = None,
-                 show_progress: bool | None = None, *, asynchronous: bool = True
-                 ) -> list[TrialRecord]:
+                 show_progress: bool | None = None, *, asynchronous: bool = True,
+                 callbacks: Sequence[Callback] = (), live: bool = False) -> list[TrialRecord]:
         """Run ``n_trials`` more trials.
 
         With an executor that runs several trials at once (``"processes"``,
@@ -531,22 +640,32 @@ class Study:
             show_progress: A progress bar (default: when stderr is a terminal).
             asynchronous: Propose a new trial whenever a slot frees (default),
                 or wait for each full batch.
+            callbacks: Functions called as ``callback(study, record)`` after each
+                trial is saved, in order (Optuna's shape; e.g.
+                ``ecopt.integrations.mlflow.MLflowLogger``). A callback that
+                raises is logged and skipped: it never loses a trial. Call
+                :meth:`stop` from one to end the call early.
+            live: In a Jupyter notebook, redraw the Pareto front in place (one
+                output) as each trial finishes (:class:`ecopt.report.live.LiveFront`,
+                a callback run after the others). Outside a notebook it does
+                nothing but warn.
 
         Returns:
-            The records of the trials this call ran.
+            The records of the trials this call ran. Why the call stopped
+            proposing is in :attr:`stop_reason`.
 
         Raises:
             ValueError: for ``n_trials < 1`` or ``batch_size < 1``, or an
                 objective the executor cannot send to its workers (unpicklable),
                 before any trial starts.
             ExecutorLostError: the executor went away (the Dask scheduler
-                stopped); trials in flight were recorded as failed
-                (``Interrupted``) first, so the log is complete and the study
-                can be resumed.
-            KeyboardInterrupt: re-raised after running trials are recorded as
-                failed (``Interrupted``), so the log stays complete.
+                stopped); trials that had finished were recorded with their
+                results and those in flight as failed (``Interrupted``), so the
+                log is complete and the study can be resumed.
+            KeyboardInterrupt: re-raised after finished trials are recorded with
+                their results and running ones as failed (``Interrupted``).
         """
-        from ecopt.executors import ExecutorLostError
+        from ecopt._optimize import OptimizeLoop
 
         self._require_writable()
         if not callable(objective):
@@ -556,94 +675,43 @@ class Study:
                 raise ValueError(f"{what} >= 1 must hold, got {what}={v!r}")
         if timeout_s is not None and not timeout_s > 0:
             raise ValueError(f"timeout_s > 0 must hold, got {timeout_s}")
+        callbacks = list(callbacks)
+        for cb in callbacks:
+            if not callable(cb):
+                raise ValueError(f"each callback must be callable as callback(study, record), "
+                                 f"got {cb!r}")
+        if live:
+            from ecopt.report.live import live_callback
+
+            front = live_callback()
+            if front is not None:
+                callbacks.append(front)
         ex = get_executor(executor)
         owns_executor = not isinstance(executor, Executor)
         try:
             ex.check_objective(objective)  # an unpicklable objective fails before any trial
+            ex.attach(self.path)
         except BaseException:
             if owns_executor:
                 ex.close()
             raise
-        from ecopt.progress import Progress
+        from ecopt.report.progress import Progress
 
         progress = Progress(self, n_trials, enabled=show_progress)
-        t0 = time.monotonic()
-        done: list[TrialRecord] = []
-        in_flight: dict[Future[TrialOutcome], Trial] = {}
-        to_start = n_trials
-
-        def finish(t: Trial, out: TrialOutcome) -> None:
-            rec = self.tell(t, outcome=out)
-            done.append(rec)
-            progress.update(rec)
-
-        def interrupt(trials: list[Trial], why: str) -> None:
-            for t in sorted(trials, key=lambda t: t.number):
-                if t.number in self._running:
-                    finish(t, TrialOutcome(t.number, None, {}, {}, {}, {}, t.started_at,
-                                           t.duration_s(), ErrorInfo("Interrupted", why, "")))
-
-        def executor_lost(lost: ExecutorLostError, trials: list[Trial]) -> ExecutorLostError:
-            interrupt(trials, f"the executor was lost: {lost}")
-            in_flight.clear()
-            where = f"the log in {str(self.path)!r} is complete" if self.path else \
-                "this in-memory study keeps its records"
-            return ExecutorLostError(
-                f"{lost}; {len(trials)} trial(s) in flight were recorded as failed "
-                f"(Interrupted) and {where}. Bring the scheduler back (or use another executor), "
-                "re-open the study with the same storage and call optimize() again to resume"
-            )
-
+        self._stop_requested = False
+        loop = OptimizeLoop(self, objective, n_trials, batch_size, ex, timeout_s, progress,
+                            asynchronous, callbacks)
+        self._optimizing = True
         try:
-            while to_start > 0 or in_flight:
-                if timeout_s is not None and time.monotonic() - t0 > timeout_s:
-                    to_start = 0
-                free = ex.slots - len(in_flight)
-                if to_start > 0 and free > 0 and (asynchronous or not in_flight):
-                    asked = self.ask(min(batch_size, to_start, free))
-                    trials = asked if isinstance(asked, list) else [asked]
-                    if not trials:
-                        log.warning("the sampler has nothing left to propose; stopping")
-                        to_start = 0
-                        continue
-                    to_start -= len(trials)
-                    for i, t in enumerate(trials):
-                        try:
-                            in_flight[ex.submit(objective, t)] = t
-                        except ExecutorLostError as exc:
-                            raise executor_lost(exc, list(in_flight.values()) + trials[i:]) \
-                                from exc
-                    if asynchronous and to_start > 0 and ex.slots > len(in_flight) \
-                            and not any(f.done() for f in in_flight):
-                        # Fill every free slot before waiting, unless results are already
-                        # in (the local executor runs inline): the sampler must see them.
-                        continue
-                if not in_flight:
-                    continue
-                finished, _ = wait(list(in_flight), timeout=1.0, return_when=FIRST_COMPLETED)
-                lost: ExecutorLostError | None = None
-                for fut in sorted(finished, key=lambda f: in_flight[f].number):
-                    t = in_flight.pop(fut)
-                    try:
-                        out = fut.result()
-                    except ExecutorLostError as exc:
-                        lost = exc
-                        in_flight[fut] = t
-                        continue
-                    except Exception as exc:  # the executor could not run it
-                        out = TrialOutcome(t.number, None, {}, {}, {}, {}, t.started_at,
-                                           t.duration_s(), ErrorInfo.from_exception(exc))
-                    finish(t, out)
-                if lost is not None:
-                    raise executor_lost(lost, list(in_flight.values())) from lost
-        except KeyboardInterrupt:
-            interrupt(list(in_flight.values()), "stopped by KeyboardInterrupt")
-            self._interrupt_running("stopped by KeyboardInterrupt")
-            raise
+            done = loop.run()
         finally:
+            self._optimizing = False
+            self.stop_reason = loop.stop_reason
+            self._stop_requested = False
             progress.close()
             if owns_executor:
                 ex.close()
+        log.info("optimize stopped: %s (%d trials run)", loop.stop_reason, len(done))
         from ecopt.executors.overlap import shared_host_energy_note
 
         note = shared_host_energy_note(done)
@@ -651,18 +719,20 @@ class Study:
             log.warning(note)
         return done
 
+    def stop(self) -> None:
+        """Ask a running :meth:`optimize` to start no new trial (those in flight finish).
+
+        Safe to call from a callback or from another thread.
+        """
+        self._stop_requested = True
+
     # -- results -------------------------------------------------------------
     @property
     def directions(self) -> list[str]:
         return [o.direction for o in self.objectives]
 
     def _front_records(self) -> list[TrialRecord]:
-        ok = [r for r in self._records if r.state is TrialState.COMPLETE and r.feasible]
-        if not ok:
-            return []
-        Y = np.array([[r.values[o.name] for o in self.objectives] for r in ok])
-        mask = pareto.non_dominated(Y, self.directions)
-        return [r for r, m in zip(ok, mask) if m]
+        return pareto.front_records(self._records, self.objectives)
 
     def best_trials(self) -> list[TrialRecord]:
         """The non-dominated, complete, constraint-satisfying trials."""
@@ -673,15 +743,8 @@ class Study:
 
         Returns ``None`` when a threshold is missing and no trial completed yet.
         """
-        thr = [o.threshold for o in self.objectives]
-        if all(t is not None for t in thr):
-            return [float(t) for t in thr]  # type: ignore[arg-type]
-        ok = [r for r in self._records if r.state is TrialState.COMPLETE and r.feasible]
-        if not ok:
-            return None
-        Y = np.array([[r.values[o.name] for o in self.objectives] for r in ok])
-        inferred = pareto.infer_reference_point(Y, directions=self.directions)
-        return [float(t) if t is not None else float(v) for t, v in zip(thr, inferred)]
+        ref = pareto.study_reference_point(self._records, self.objectives)
+        return None if ref is None else list(ref)
 
     def hypervolume(self, ref_point: Sequence[float] | None = None) -> float:
         """Hypervolume of the observed front against ``ref_point`` (default :meth:`reference_point`)."""
@@ -689,18 +752,18 @@ class Study:
         ref = list(ref_point) if ref_point is not None else self.reference_point()
         if not front or ref is None:
             return 0.0
-        Y = np.array([[r.values[o.name] for o in self.objectives] for r in front])
-        return pareto.hypervolume(Y, ref, self.directions)
+        return pareto.hypervolume(pareto.objective_matrix(front, self.objectives), ref,
+                                  self.directions)
 
     def trials_dataframe(self) -> Any:
         """Every finished trial as a pandas DataFrame (columns in docs/api.md)."""
-        from ecopt.frames import trials_dataframe
+        from ecopt.report.frames import trials_dataframe
 
         return trials_dataframe(self._records, self.space, self.objectives, self.constraints)
 
     def pareto_front(self) -> Any:
         """The non-dominated complete feasible trials as a DataFrame (same columns)."""
-        from ecopt.frames import trials_dataframe
+        from ecopt.report.frames import trials_dataframe
 
         return trials_dataframe(self._front_records(), self.space, self.objectives,
                                 self.constraints)

@@ -11,37 +11,57 @@ import contextlib
 import datetime as _dt
 import enum
 import math
+import operator
 import os
 import socket
 import time
 import traceback as _tb
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ecopt._types import Params
-from ecopt.errors import EcoptError, Infeasible
+from ecopt.errors import EcoptError, Infeasible, MeterError, TrialPruned
 from ecopt.meters.base import ComponentEnergy, Measurement, Meter, sync_cuda_if_used
+
+if TYPE_CHECKING:
+    from ecopt.pruners.base import Decision, Pruner
 
 __all__ = [
     "TrialState",
     "PhaseRecord",
+    "Intermediate",
     "ErrorInfo",
     "TrialRecord",
     "Trial",
     "TrialOutcome",
     "run_objective",
     "is_out_of_memory",
+    "interrupted_record",
 ]
 
 
+#: Phase name under which a trial that opened no phase is metered as a whole.
+WHOLE_CALL_PHASE = "trial"
+
+#: Phases shorter than this give samples/J figures that are mostly meter noise.
+MIN_RELIABLE_PHASE_S = 0.01
+
+
 class TrialState(str, enum.Enum):
-    """Where a trial ended. ``RUNNING`` exists only for live handles."""
+    """Where a trial ended. ``RUNNING`` exists only for live handles.
+
+    ``PRUNED``: stopped early on purpose (the objective raised
+    :class:`~ecopt.TrialPruned`, usually because :meth:`Trial.should_stop` said
+    so); its last reported values and its energy are kept, and it never enters
+    the front.
+    """
 
     RUNNING = "running"
     COMPLETE = "complete"
     FAILED = "failed"
     INFEASIBLE = "infeasible"
+    PRUNED = "pruned"
 
 
 def _now_iso() -> str:
@@ -115,6 +135,38 @@ class PhaseRecord:
 
 
 @dataclass(frozen=True)
+class Intermediate:
+    """One intermediate report of a running trial (a point of its learning curve).
+
+    Attributes:
+        step: The step it was reported at (epoch, evaluation...), strictly
+            increasing within a trial.
+        values: Metric name -> value observed at that step (objectives the
+            trial can observe mid-run, and any other metric).
+        energy_j: Joules of every phase of the trial up to this report.
+        duration_s: Seconds since the trial started.
+        measured: Whether all of that energy was measured (no estimate in it);
+            ``False`` also when no energy was known yet.
+    """
+
+    step: int
+    values: dict[str, float]
+    energy_j: float
+    duration_s: float
+    measured: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"step": self.step, "values": dict(self.values), "energy_j": self.energy_j,
+                "duration_s": self.duration_s, "measured": self.measured}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Intermediate:
+        return cls(int(d["step"]), {str(k): float(v) for k, v in dict(d["values"]).items()},
+                   float(d.get("energy_j", 0.0)), float(d.get("duration_s", 0.0)),
+                   bool(d.get("measured", False)))
+
+
+@dataclass(frozen=True)
 class ErrorInfo:
     """Why a trial failed: exception type, message and formatted traceback."""
 
@@ -137,9 +189,10 @@ class TrialRecord:
 
     Attributes:
         number: 0-based trial number, unique within the study.
-        state: ``complete``, ``failed`` or ``infeasible``.
+        state: ``complete``, ``failed``, ``infeasible`` or ``pruned``.
         params: The configuration.
-        values: Objective name -> value (complete trials only).
+        values: Objective name -> value (complete trials; a pruned trial keeps
+            the objectives of its last report).
         metrics: Other numbers the objective returned (constraint metrics too).
         feasible: ``False`` when a complete trial broke a constraint.
         phases: Phase name -> :class:`PhaseRecord`.
@@ -152,6 +205,8 @@ class TrialRecord:
         host, worker, device: Where it ran.
         noise: Metric -> standard deviation of the reported value, if known.
         user_attrs: Free JSON-able annotations.
+        intermediate: The learning curve the trial reported
+            (:meth:`Trial.report`), in step order.
     """
 
     number: int
@@ -171,6 +226,7 @@ class TrialRecord:
     device: str = ""
     noise: dict[str, float] = field(default_factory=dict)
     user_attrs: dict[str, Any] = field(default_factory=dict)
+    intermediate: tuple[Intermediate, ...] = ()
 
     @property
     def energy_j(self) -> float:
@@ -214,31 +270,88 @@ class TrialRecord:
             "device": self.device,
             "noise": dict(self.noise),
             "user_attrs": dict(self.user_attrs),
+            **({"intermediate": [i.to_dict() for i in self.intermediate]}
+               if self.intermediate else {}),
         }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> TrialRecord:
+        """A record from its JSON object, checked field by field.
+
+        Raises:
+            ValueError: naming the first field that does not fit the record
+                schema (wrong type, a state that is not a finished one...).
+        """
+        if not isinstance(d, Mapping):
+            raise ValueError(f"a record is a JSON object, got {type(d).__name__}")
+        number = d.get("number")
+        if isinstance(number, bool) or not isinstance(number, int) or number < 0:
+            raise ValueError(f"'number' must be an integer >= 0, got {number!r}")
+        state = d.get("state")
+        finished = [st.value for st in TrialState if st is not TrialState.RUNNING]
+        if state not in finished:
+            raise ValueError(f"'state' must be one of {finished}, got {state!r}")
+        params = _field(d, "params", dict, {})
+        for k, v in params.items():
+            if not isinstance(v, (str, int, float, bool)):
+                raise ValueError(f"param {k!r} must be a number, string or bool, got {v!r}")
         err = d.get("error")
+        if err is not None and not (isinstance(err, Mapping) and all(
+                isinstance(err.get(k, ""), str) for k in ("type", "message", "traceback"))):
+            raise ValueError(f"'error' must be null or {{type, message, traceback}} strings, "
+                             f"got {err!r}")
+        phases = _field(d, "phases", dict, {})
+        curve = _field(d, "intermediate", list, [])
+        try:
+            phase_records = {str(k): PhaseRecord.from_dict(str(k), p) for k, p in phases.items()}
+            points = tuple(Intermediate.from_dict(i) for i in curve)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ValueError(f"'phases' or 'intermediate' is malformed: {exc}") from None
         return cls(
-            number=int(d["number"]),
-            state=TrialState(d["state"]),
-            params=dict(d.get("params", {})),
-            values={k: float(v) for k, v in (d.get("values") or {}).items()},
-            metrics={k: float(v) for k, v in (d.get("metrics") or {}).items()},
-            feasible=bool(d.get("feasible", True)),
-            phases={k: PhaseRecord.from_dict(k, p) for k, p in (d.get("phases") or {}).items()},
-            started_at=str(d.get("started_at", "")),
-            duration_s=float(d.get("duration_s", 0.0)),
-            proposed_by=str(d.get("proposed_by", "user")),
-            proposal=dict(d.get("proposal") or {}),
+            number=number,
+            state=TrialState(state),
+            params=dict(params),
+            values=_numbers(d, "values"),
+            metrics=_numbers(d, "metrics"),
+            feasible=_field(d, "feasible", bool, True),
+            phases=phase_records,
+            started_at=_field(d, "started_at", str, ""),
+            duration_s=_number(d.get("duration_s", 0.0), "duration_s"),
+            proposed_by=_field(d, "proposed_by", str, "user"),
+            proposal=dict(_field(d, "proposal", dict, {})),
             error=ErrorInfo(str(err.get("type", "")), str(err.get("message", "")),
                             str(err.get("traceback", ""))) if err else None,
-            host=str(d.get("host", "")),
-            worker=str(d.get("worker", "")),
-            device=str(d.get("device", "")),
-            noise={k: float(v) for k, v in (d.get("noise") or {}).items()},
-            user_attrs=dict(d.get("user_attrs") or {}),
+            host=_field(d, "host", str, ""),
+            worker=_field(d, "worker", str, ""),
+            device=_field(d, "device", str, ""),
+            noise=_numbers(d, "noise"),
+            user_attrs=dict(_field(d, "user_attrs", dict, {})),
+            intermediate=points,
         )
+
+
+def _field(d: Mapping[str, Any], key: str, kind: type, default: Any) -> Any:
+    """``d[key]`` when it has type ``kind`` (``null`` and absence give ``default``)."""
+    v = d.get(key)
+    if v is None:
+        return default
+    if not isinstance(v, kind) or (kind is not bool and isinstance(v, bool)):
+        raise ValueError(f"{key!r} must be a {kind.__name__}, got {v!r}")
+    return v
+
+
+def _number(v: Any, what: str) -> float:
+    # Non-finite floats are stored as strings ("nan", "inf") to keep strict JSON.
+    if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+        raise ValueError(f"{what} must be a number, got {v!r}")
+    try:
+        return float(v)
+    except ValueError:
+        raise ValueError(f"{what} must be a number, got {v!r}") from None
+
+
+def _numbers(d: Mapping[str, Any], key: str) -> dict[str, float]:
+    return {str(k): _number(v, f"{key}[{k!r}]") for k, v in _field(d, key, dict, {}).items()}
 
 
 class Trial:
@@ -272,9 +385,25 @@ class Trial:
         self.metrics: dict[str, float] = {}
         self.noise: dict[str, float] = {}
         self.user_attrs: dict[str, Any] = {}
+        self.intermediate: list[Intermediate] = []
         self.started_at = _now_iso()
         self._t0 = time.perf_counter()
         self._open_phase: str | None = None
+        self._open_handle: Any = None
+        #: ``(pruner, finished records)`` from the study, or ``None`` (no pruner).
+        self._pruning: tuple[Pruner, Sequence[TrialRecord]] | None = None
+        self._decision: Decision | None = None
+        #: Called with each new report in the driver's process (the study saves it);
+        #: never pickled to a worker.
+        self._report_sink: Callable[[Trial, Intermediate], None] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_report_sink"] = None
+        if state.get("_pruning") is not None:  # a snapshot of the history travels, not the study
+            pruner, history = state["_pruning"]
+            state["_pruning"] = (pruner, list(history))
+        return state
 
     def __repr__(self) -> str:
         return f"Trial(number={self.number}, params={self.params!r})"
@@ -307,22 +436,160 @@ class Trial:
                 f"phase {name!r} opened inside phase {self._open_phase!r}; phases do not nest "
                 "(their energy would be counted twice): close the outer phase first"
             )
-        handle = self.meter.start()  # if this raises, no phase is left open
+        self._open_handle = self.meter.start()  # if this raises, no phase is left open
         self._open_phase = name
         try:
             yield self
         finally:
+            handle, self._open_handle = self._open_handle, None
             self._open_phase = None
-            sync_cuda_if_used()
-            m = self.meter.stop(handle)
-            old = self.phases.get(name)
-            if old is None:
-                self.phases[name] = PhaseRecord(name, m, 1, samples)
-            else:
-                total = None if old.samples is None and samples is None else \
-                    (old.samples or 0) + (samples or 0)
-                self.phases[name] = PhaseRecord(name, merge_measurements(old.measurement, m),
-                                                old.count + 1, total)
+            if handle is not None:  # None: a checkpoint could not restart the window
+                sync_cuda_if_used()
+                self._add_window(name, self.meter.stop(handle), samples)
+            elif samples is not None:
+                old = self.phases[name]
+                self.phases[name] = replace(old, samples=(old.samples or 0) + samples)
+
+    @contextlib.contextmanager
+    def _whole_call(self) -> Iterator[None]:
+        """Meter the objective call as one phase named ``trial`` when it opens no phase itself.
+
+        A trial that measured nothing would otherwise record ``energy_j = 0``,
+        which reads like a measurement. Windows may overlap, so this window runs
+        beside the objective's own phases and is dropped when there are any.
+        """
+        try:
+            handle = self.meter.start()
+        except Exception:  # noqa: BLE001 - the objective's own phases will say what is wrong
+            handle = None
+        try:
+            yield
+        finally:
+            if handle is not None:
+                try:
+                    if not self.phases and self._open_phase is None:
+                        sync_cuda_if_used()
+                        self._add_window(WHOLE_CALL_PHASE, self.meter.stop(handle), None)
+                    else:
+                        self.meter.stop(handle)
+                except Exception:  # noqa: BLE001 - never mask the objective's outcome
+                    pass
+
+    def _add_window(self, name: str, m: Measurement, samples: int | None) -> None:
+        for comp, c in m.components.items():
+            if not (isinstance(c.energy_j, (int, float)) and math.isfinite(c.energy_j)
+                    and c.energy_j >= 0):
+                raise MeterError(
+                    f"meter {m.meter!r} returned energy_j={c.energy_j!r} for component "
+                    f"{comp!r} of phase {name!r}; energy must be a finite number >= 0 "
+                    "(a broken counter or a meter bug): the trial is failed rather than "
+                    "record it")
+        if not (math.isfinite(m.duration_s) and m.duration_s >= 0):
+            raise MeterError(f"meter {m.meter!r} returned duration_s={m.duration_s!r} for "
+                             f"phase {name!r}; it must be a finite number >= 0")
+        old = self.phases.get(name)
+        if old is None:
+            self.phases[name] = PhaseRecord(name, m, 1, samples)
+        else:
+            total = None if old.samples is None and samples is None else \
+                (old.samples or 0) + (samples or 0)
+            self.phases[name] = PhaseRecord(name, merge_measurements(old.measurement, m),
+                                            old.count + 1, total)
+
+    def _checkpoint(self) -> None:
+        """Close the open phase's window and open a new one, so its energy so far is known.
+
+        The phase goes on under the same name (one more window in its ``count``).
+        """
+        if self._open_phase is None or self._open_handle is None:
+            return
+        sync_cuda_if_used()
+        m = self.meter.stop(self._open_handle)
+        self._open_handle = None
+        self._add_window(self._open_phase, m, None)
+        self._open_handle = self.meter.start()
+
+    def report(self, step: int, values: Mapping[str, float]) -> None:
+        """Record an intermediate result: one point of the trial's learning curve.
+
+        The energy spent so far (every phase, the open one up to now) is recorded
+        with it, so a pruner can weigh what a trial costs against where it is
+        heading. Reports are kept in the trial log (a pruned or interrupted
+        trial keeps its curve); in the driver's process each one is saved as
+        it is made.
+
+        Args:
+            step: The step (epoch, evaluation round...): an integer ``>= 0``,
+                larger than every earlier step of this trial.
+            values: Metric name -> finite number (objectives the trial can
+                observe mid-run, e.g. validation accuracy; other metrics too).
+
+        Raises:
+            ValueError: for a step that is not larger than the last one, or a
+                value that is not a finite number.
+
+        Example:
+            >>> for epoch in range(epochs):
+            ...     with trial.phase("train"):
+            ...         train_one_epoch(model)
+            ...     trial.report(epoch, {"accuracy": evaluate(model)})
+            ...     if trial.should_stop():
+            ...         raise ecopt.TrialPruned()
+        """
+        try:
+            if isinstance(step, bool):
+                raise TypeError
+            step = operator.index(step)
+        except TypeError:
+            raise ValueError(f"step must be an integer >= 0, got {step!r}") from None
+        if step < 0:
+            raise ValueError(f"step must be an integer >= 0, got {step}")
+        if self.intermediate and step <= self.intermediate[-1].step:
+            raise ValueError(f"steps must increase within a trial: step={step} was reported "
+                             f"after step={self.intermediate[-1].step}")
+        if not isinstance(values, Mapping) or not values:
+            raise ValueError(f"values must be a non-empty dict of metric name -> number, "
+                             f"got {values!r}")
+        clean: dict[str, float] = {}
+        for k, v in values.items():
+            if not isinstance(k, str) or not k:
+                raise ValueError(f"metric names must be non-empty strings, got {k!r}")
+            if hasattr(v, "item") and not isinstance(v, (int, float)):
+                v = v.item()  # numpy / 0-d torch
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise ValueError(f"reported metric {k!r} must be a finite number, got {v!r}")
+            clean[k] = float(v)
+        self._checkpoint()
+        energy = self.energy_j()
+        measured = bool(self.phases) and all(p.measured for p in self.phases.values())
+        point = Intermediate(step, clean, energy, self.duration_s(), measured)
+        self.intermediate.append(point)
+        if self._report_sink is not None:
+            self._report_sink(self, point)
+
+    def should_stop(self) -> bool:
+        """Whether the study's pruner says this trial should stop now.
+
+        ``False`` when the study has no pruner or the trial reported nothing
+        yet. When ``True``, the objective should raise :class:`ecopt.TrialPruned`
+        (the trial is then recorded ``pruned`` with its last reported values).
+        A pruner that fails says ``False`` (with a warning): it never stops a
+        trial by accident.
+        """
+        if self._pruning is None or not self.intermediate:
+            return False
+        pruner, history = self._pruning
+        try:
+            decision = pruner.decide(self, history)
+        except Exception as exc:  # noqa: BLE001 - a pruner bug must not kill a trial
+            import warnings
+
+            warnings.warn(f"pruner {type(pruner).__name__} failed on trial {self.number} "
+                          f"({type(exc).__name__}: {exc}); the trial goes on", RuntimeWarning,
+                          stacklevel=2)
+            return False
+        self._decision = decision
+        return bool(decision.prune)
 
     def _phase(self, phase: str) -> PhaseRecord:
         if phase not in self.phases:
@@ -361,6 +628,14 @@ class Trial:
                 f"phase {phase!r} has energy_j={p.energy_j}; samples/J is undefined "
                 f"(meter {p.measurement.meter!r} gives no energy?)"
             )
+        if p.duration_s < MIN_RELIABLE_PHASE_S:
+            import warnings
+
+            warnings.warn(
+                f"phase {phase!r} of trial {self.number} lasted {p.duration_s * 1000:.3g} ms, "
+                f"under {MIN_RELIABLE_PHASE_S * 1000:g} ms: its samples/J "
+                f"({n / p.energy_j:.4g}) is mostly meter noise; measure more samples "
+                "(repeat the work inside the phase)", RuntimeWarning, stacklevel=2)
         return n / p.energy_j
 
     def set_metric(self, name: str, value: float) -> None:
@@ -410,20 +685,28 @@ class TrialOutcome:
     host: str = ""
     worker: str = ""
     device: str = ""
+    intermediate: tuple[Intermediate, ...] = ()
+    pruned: bool = False
 
 
 def run_objective(objective: Callable[[Trial], Any], trial: Trial) -> TrialOutcome:
     """Run ``objective(trial)`` and capture everything, including its exception.
 
     ``KeyboardInterrupt`` and ``SystemExit`` propagate; every ``Exception`` is
-    captured (the study records it and goes on).
+    captured (the study records it and goes on). :class:`~ecopt.TrialPruned`
+    marks the outcome ``pruned``.
     """
     t0 = time.perf_counter()
     error: ErrorInfo | None = None
-    infeasible = False
+    infeasible = pruned = False
     returned: Any = None
     try:
-        returned = objective(trial)
+        with trial._whole_call():
+            returned = objective(trial)
+    except TrialPruned as exc:
+        pruned = True
+        why = str(exc) or (trial._decision.reason if trial._decision is not None else "")
+        error = ErrorInfo("TrialPruned", why or "the objective raised TrialPruned", "")
     except Exception as exc:  # noqa: BLE001 - a failing trial never kills a study
         error = ErrorInfo.from_exception(exc)
         infeasible = is_out_of_memory(exc)
@@ -441,6 +724,52 @@ def run_objective(objective: Callable[[Trial], Any], trial: Trial) -> TrialOutco
         host=socket.gethostname(),
         worker=f"pid:{os.getpid()}",
         device=os.environ.get("CUDA_VISIBLE_DEVICES", ""),
+        intermediate=tuple(trial.intermediate),
+        pruned=pruned,
+    )
+
+
+def interrupted_record(number: int, started: Mapping[str, Any],
+                       reports: Sequence[Mapping[str, Any]] = ()) -> TrialRecord:
+    """The record of a trial that started and never finished (its process died).
+
+    Args:
+        number: The trial number.
+        started: Its line in ``running.jsonl`` (params, proposer, start time).
+        reports: Its intermediate-report lines there (learning curve, and the
+            phases measured up to the last report), oldest first.
+    """
+    curve: list[Intermediate] = []
+    phases: dict[str, PhaseRecord] = {}
+    for line in reports:
+        try:
+            point = Intermediate.from_dict(line["report"])
+            snapshot = {str(k): PhaseRecord.from_dict(str(k), v)
+                        for k, v in dict(line.get("phases") or {}).items()}
+        except (KeyError, TypeError, ValueError, AttributeError):
+            continue  # a damaged report line: the curve keeps the others
+        curve.append(point)
+        phases = snapshot
+    known = f"; its {len(curve)} intermediate report(s) and the energy measured up to the " \
+        "last one are kept" if curve else ""
+
+    def get(key: str, kind: type, default: Any) -> Any:  # a damaged start line: keep what fits
+        v = started.get(key) if isinstance(started, Mapping) else None
+        return v if isinstance(v, kind) else default
+
+    params = {str(k): v for k, v in get("params", dict, {}).items()
+              if isinstance(v, (str, int, float, bool))}
+    return TrialRecord(
+        number=number,
+        state=TrialState.FAILED,
+        params=params,
+        phases=phases,
+        started_at=get("started_at", str, ""),
+        proposed_by=get("proposed_by", str, "user"),
+        proposal=dict(get("proposal", dict, {})),
+        error=ErrorInfo("Interrupted", "the process running this trial stopped before it "
+                        f"finished (killed or crashed); recorded on resume{known}"),
+        intermediate=tuple(curve),
     )
 
 

@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         print("warning:", w)
 
     if data.records:
-        from ecopt.report_html import write_report
+        from ecopt.report.html import write_report
 
         out = Path(args.out) if args.out else None
         path, _ = write_report(data, out, png_dir=Path(args.run_dir) / "figures")

@@ -2,7 +2,10 @@
 
 Every script: ``--out DIR`` (study directories + ``summary.md``), ``--meter``,
 ``--seed``, ``--threads``, ``--overwrite``, ``--quiet``. Progress goes to stderr,
-one line per trial; the summary goes to ``<out>/summary.md`` and stdout.
+one line per trial; the summary goes to ``<out>/summary.md`` and stdout. The
+scripts that run models add ``--device`` (:func:`add_device_arg`), ``--quick``
+(a seconds-long run of the whole flow: :func:`add_quick_arg`) and
+``--time-budget-s`` (no new trial starts after it: :func:`add_budget_arg`).
 """
 
 from __future__ import annotations
@@ -20,10 +23,16 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["base_parser", "setup", "say", "run_trials", "provenance", "machine_line",
-           "md_table", "write_summary", "fmt", "command_line", "study_dir"]
+           "md_table", "write_summary", "fmt", "command_line", "study_dir", "add_device_arg",
+           "resolve_device_arg", "add_quick_arg", "apply_quick", "add_budget_arg",
+           "out_of_time", "budget_note", "run_header"]
 
 _T0 = time.monotonic()
 _QUIET = False
+_DEADLINE: float | None = None
+_STOPPED: list[str] = []
+_TABLES: dict[str, dict[str, Any]] = {}
+_GIT: list[str | None] = []  # the checkout's commit when the run started
 
 # A clean clone without `pip install -e .` can still run the scripts: fall back to the
 # checkout's ecopt (appended, so an installed ecopt wins).
@@ -52,11 +61,72 @@ def base_parser(description: str, default_out: str) -> argparse.ArgumentParser:
     return p
 
 
+def add_device_arg(p: argparse.ArgumentParser) -> None:
+    """``--device``: ``auto`` (the GPU when torch can use one), ``cpu``, ``cuda`` or ``cuda:N``."""
+    p.add_argument("--device", default="auto",
+                   help="auto (the GPU when torch can use one, else the CPU), cpu, cuda or cuda:N")
+
+
+def resolve_device_arg(args: argparse.Namespace) -> str:
+    """The resolved ``--device``; a clear exit (before anything runs) when it is not available."""
+    from ecopt.errors import DeviceUnavailableError
+    from ecopt.workloads.device import resolve_device
+
+    try:
+        return resolve_device(args.device)
+    except (ValueError, DeviceUnavailableError) as exc:
+        raise SystemExit(f"--device: {exc}") from None
+
+
+def add_quick_arg(p: argparse.ArgumentParser, what: str) -> None:
+    """``--quick``: tiny sizes and budgets that run the whole flow in seconds."""
+    p.add_argument("--quick", action="store_true",
+                   help=f"a seconds-long run of the whole flow ({what}); options given "
+                        "explicitly still win. For checking a setup, not for results")
+
+
+def apply_quick(args: argparse.Namespace, parser: argparse.ArgumentParser,
+                quick: dict[str, Any]) -> None:
+    """With ``--quick``, set each option in ``quick`` that the user left at its default."""
+    if not getattr(args, "quick", False):
+        return
+    for key, value in quick.items():
+        if getattr(args, key) == parser.get_default(key):
+            setattr(args, key, value)
+
+
+def add_budget_arg(p: argparse.ArgumentParser) -> None:
+    """``--time-budget-s``: start no new trial after this many seconds (summary still written)."""
+    p.add_argument("--time-budget-s", type=float, default=None,
+                   help="start no new trial once this many seconds have passed since the start "
+                        "(the running trial finishes, the summary is written; a re-run resumes)")
+
+
+def out_of_time() -> bool:
+    """Whether ``--time-budget-s`` has run out."""
+    return _DEADLINE is not None and time.monotonic() >= _DEADLINE
+
+
+def budget_note() -> str | None:
+    """What the time budget cut short, for the summary (``None`` when nothing was)."""
+    if not _STOPPED:
+        return None
+    return ("The time budget (--time-budget-s) ran out: " + "; ".join(_STOPPED)
+            + ". A re-run with the same --out resumes.")
+
+
 def setup(args: argparse.Namespace) -> None:
-    """Thread count, quiet library warnings, progress on/off."""
-    global _QUIET, _T0
+    """Thread count, quiet library warnings, progress on/off, the time budget."""
+    global _QUIET, _T0, _DEADLINE
     _QUIET = bool(args.quiet)
     _T0 = time.monotonic()
+    budget = getattr(args, "time_budget_s", None)
+    if budget is not None and not budget > 0:
+        raise ValueError(f"--time-budget-s > 0 must hold, got {budget}")
+    _DEADLINE = None if budget is None else _T0 + float(budget)
+    _STOPPED.clear()
+    _TABLES.clear()
+    _GIT[:] = [_git_commit()]
     if args.threads < 1:
         raise ValueError(f"--threads >= 1 must hold, got {args.threads}")
     import torch
@@ -132,6 +202,10 @@ def run_trials(study: Any, objective: Callable[[Any], Any], n_trials: int, label
     """
     done: list[Any] = []
     for i in range(n_trials):
+        if out_of_time():
+            _STOPPED.append(f"{label} stopped after {i} of {n_trials} trials")
+            say(f"{label}: time budget spent; stopping after {i} of {n_trials} trials")
+            break
         recs = study.optimize(objective, n_trials=1, show_progress=False)
         if not recs:
             say(f"{label}: the sampler has nothing left to propose after {i} trials")
@@ -188,17 +262,80 @@ def command_line(argv: Sequence[str] | None, script: str) -> str:
     return " ".join(["python", f"experiments/{script}", *map(shlex.quote, args)])
 
 
-def md_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """A markdown table (cells formatted with :func:`fmt`)."""
+def md_table(headers: Sequence[str], rows: Sequence[Sequence[Any]],
+             table_id: str | None = None) -> str:
+    """A markdown table (cells formatted with :func:`fmt`).
+
+    With ``table_id`` the table is also kept, cell for cell as printed, for
+    ``summary.json``'s ``tables`` (docs copy recorded tables from there).
+    """
+    cells = [[c if isinstance(c, str) else fmt(c) for c in row] for row in rows]
+    if table_id is not None:
+        _TABLES[table_id] = {"columns": list(headers), "rows": cells}
     out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-    for row in rows:
-        out.append("| " + " | ".join(c if isinstance(c, str) else fmt(c) for c in row) + " |")
+    out += ["| " + " | ".join(row) + " |" for row in cells]
     return "\n".join(out)
 
 
-def write_summary(out: str | Path, title: str, command: str, provenance_line: str,
-                  body: str, facts: dict[str, Any] | None = None) -> Path:
+def _git_commit() -> str | None:
+    """HEAD of the checkout, with ``-dirty`` when tracked files had uncommitted changes."""
+    import subprocess
+
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=_ROOT, capture_output=True,
+                                text=True, timeout=10, check=False).stdout.strip() or None
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=_ROOT, capture_output=True, text=True, timeout=10,
+                               check=False).stdout
+    except (OSError, subprocess.SubprocessError):  # pragma: no cover - no git here
+        return None
+    return commit + "-dirty" if commit and dirty.strip() else commit
+
+
+def run_header(command: str, provenance_info: str | tuple[str, bool, str]) -> dict[str, Any]:
+    """The recorded-run facts every summary.json starts with.
+
+    ``script``, ``command``, ``date``, ``git_commit`` (with ``-dirty`` when the
+    checkout had uncommitted changes, read when the run started), ``versions``,
+    ``machine`` and ``energy`` (``meter``, ``measured``, ``note``), as docs/results/
+    expects.
+    """
+    import platform
+
+    versions: dict[str, Any] = {"python": platform.python_version()}
+    for mod in ("ecopt", "torch", "transformers", "botorch", "numpy"):
+        m = sys.modules.get(mod)
+        if m is None:
+            try:
+                m = __import__(mod)
+            except ImportError:
+                continue
+        versions[mod] = getattr(m, "__version__", "?")
+    commit = _GIT[0] if _GIT else _git_commit()
+    if isinstance(provenance_info, tuple):
+        meter, measured, note = provenance_info
+        energy: dict[str, Any] = {"meter": meter, "measured": measured, "note": note}
+    else:
+        energy = {"note": provenance_info}
+    script = command.split()[1] if len(command.split()) > 1 else command
+    return {"script": script, "command": command,
+            "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "git_commit": commit, "versions": versions, "machine": machine_line(),
+            "energy": energy}
+
+
+def write_summary(out: str | Path, title: str, command: str,
+                  provenance_line: str | tuple[str, bool, str], body: str,
+                  facts: dict[str, Any] | None = None) -> Path:
     """Write ``<out>/summary.md`` (and ``summary.json`` with ``facts``) and print it.
+
+    Args:
+        out: The output folder.
+        title: The summary's title.
+        command: The command that reproduces the run (:func:`command_line`).
+        provenance_line: :func:`provenance`'s triple (or its statement alone).
+        body: Markdown below the header.
+        facts: Figures for ``summary.json``, after :func:`run_header`'s keys.
 
     Returns:
         The path of ``summary.md``.
@@ -207,20 +344,27 @@ def write_summary(out: str | Path, title: str, command: str, provenance_line: st
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    header = run_header(command, provenance_line)
+    note = budget_note()
     text = "\n".join([
         f"# {title}", "",
         f"- command: `{command}`",
-        f"- date: {now}",
-        f"- machine: {machine_line()}",
-        f"- energy: {provenance_line}",
+        f"- date: {header['date']}",
+        f"- code: {header['git_commit'] or 'unknown'}",
+        f"- machine: {header['machine']}",
+        f"- energy: {header['energy']['note']}",
         f"- wall time: {time.monotonic() - _T0:.0f} s",
+        *([f"- **stopped early**: {note}"] if note else []),
         "", body.rstrip(), "",
     ])
     path = out / "summary.md"
     path.write_text(text, encoding="utf-8")
     if facts is not None:
-        (out / "summary.json").write_text(json.dumps(facts, indent=2, default=str) + "\n",
+        full = {**header, "wall_time_s": round(time.monotonic() - _T0, 1),
+                "stopped_early": note, **facts}
+        if _TABLES:
+            full["tables"] = dict(_TABLES)
+        (out / "summary.json").write_text(json.dumps(full, indent=2, default=str) + "\n",
                                           encoding="utf-8")
     if not _QUIET:
         print(text)

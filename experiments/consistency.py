@@ -15,10 +15,13 @@ available), one study per device (``<out>/<device>``), and reports:
 same CPU with 1 and 2 torch threads): execution settings, not different
 hardware, labelled as such in the summary. On a machine with a single device
 and no thread settings the across-device spread is undefined and the summary
-says so.
+says so. ``--presets 270m,1b,4b`` uses the published Gemma-3 text-model shapes
+(random weights) instead of ``--sizes``; ``--dtype`` is the same on every device
+(float32 by default) so only the hardware differs.
 
 Example:
     python experiments/consistency.py --devices cpu:1t,cpu:2t --out runs/consistency
+    python experiments/consistency.py --devices cpu,cuda --presets 270m,1b,4b --out runs/co_gpu
 """
 
 from __future__ import annotations
@@ -32,9 +35,13 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _common as C  # noqa: E402
-from energy_scaling import FamilyObjective, parse_sizes  # noqa: E402
+from energy_scaling import FamilyObjective, parse_presets, parse_sizes  # noqa: E402
 
-__all__ = ["parse_devices", "spread", "main"]
+__all__ = ["parse_devices", "spread", "QUICK", "main"]
+
+#: What --quick sets (options given explicitly still win).
+QUICK: dict[str, Any] = {"sizes": "16x1,32x1,64x1", "vocab": 64, "batch": 2, "max_new_tokens": 3,
+                         "min_window_s": 0.0}
 
 DEFAULT_SIZES = "32x1,64x2,128x3,256x4,384x6"
 
@@ -120,47 +127,68 @@ def spread(table: dict[str, dict[str, float]]) -> dict[str, Any]:
 
 def _parser() -> Any:
     p = C.base_parser(__doc__.split("\n\n")[0], "runs/consistency")
-    p.add_argument("--devices", default="auto",
+    p.add_argument("--devices", "--device", dest="devices", default="auto",
                    help="auto (cpu + cuda when present) or a list: cpu, cpu:<N>t, cuda, cuda:<N>")
     p.add_argument("--sizes", default=DEFAULT_SIZES, help="models as HIDDENxLAYERS,...")
+    p.add_argument("--presets", default=None,
+                   help="published Gemma-3 text-model shapes instead of --sizes, e.g. "
+                        "270m,1b,4b (random weights)")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
+                   help="weights' dtype on every device")
     p.add_argument("--vocab", type=int, default=1024, help="vocabulary size of every model")
     p.add_argument("--batch", type=int, default=8, help="generation batch size")
     p.add_argument("--max-new-tokens", type=int, default=32, help="tokens per sequence")
     p.add_argument("--min-window-s", type=float, default=0.3,
                    help="repeat generation until each measured window lasts this long")
+    C.add_quick_arg(p, "three tiny models, 3 new tokens")
+    C.add_budget_arg(p)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the experiment; returns the exit status."""
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    C.apply_quick(args, parser, QUICK)
     C.setup(args)
     import torch
 
     import ecopt
+    from ecopt.errors import DeviceUnavailableError
+    from ecopt.workloads.device import resolve_device
+    from ecopt.workloads.generation import GEMMA3_PRESETS
 
     try:
         sizes = parse_sizes(args.sizes)
+        presets = parse_presets(args.presets) if args.presets else None
         devices = parse_devices(args.devices, torch.cuda.is_available())
-    except ValueError as exc:
+        for _, dev, _ in devices:  # every device checked before anything runs
+            resolve_device(dev)
+    except (ValueError, DeviceUnavailableError) as exc:
         raise SystemExit(str(exc)) from None
+    if presets is not None and len(presets) < 3:
+        raise SystemExit(f"a ranking needs at least 3 presets, got {args.presets!r}")
+    archs = tuple(GEMMA3_PRESETS[n] for n in presets) if presets else None
     out = Path(args.out)
-    labels = [f"{h}x{n}" for h, n in sizes]
+    labels = list(presets) if presets else [f"{h}x{n}" for h, n in sizes]
     C.say(f"consistency: {len(sizes)} models x devices {[d[0] for d in devices]}")
     table: dict[str, dict[str, float]] = {}
     params: dict[str, float] = {}
-    prov = ""
+    prov: Any = ""
     for label, dev, threads in devices:
         torch.set_num_threads(threads or args.threads)
         objective = FamilyObjective(sizes, args.vocab, dev, args.batch, args.max_new_tokens,
-                                    min_window_s=args.min_window_s, seed=args.seed)
-        study = ecopt.Study(ecopt.SearchSpace({"size": ecopt.Int(0, len(sizes) - 1)}),
+                                    min_window_s=args.min_window_s, seed=args.seed, archs=archs,
+                                    dtype=args.dtype)
+        n = len(labels)
+        study = ecopt.Study(ecopt.SearchSpace({"size": ecopt.Int(0, n - 1)}),
                             [ecopt.Objective("tokens_per_joule", "max")],
                             storage=C.study_dir(out / label.replace(":", "_"), args.overwrite),
-                            sampler=ecopt.samplers.GridSampler({"size": list(range(len(sizes)))}),
+                            sampler=ecopt.samplers.GridSampler({"size": list(range(n))}),
                             meter=args.meter, seed=args.seed, name=f"consistency-{label}")
         try:
-            C.run_trials(study, objective, len(sizes), label, ("n_params", "tokens_per_joule"))
+            C.run_trials(study, objective, n - len(study.records), label,
+                         ("n_params", "tokens_per_joule"))
         finally:
             study.close()
         table[label] = {labels[int(r.params["size"])]: r.values["tokens_per_joule"]
@@ -168,13 +196,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         for r in study.records:
             if "n_params" in r.metrics:
                 params[labels[int(r.params["size"])]] = r.metrics["n_params"]
-        prov = prov or C.provenance(study)[2]
+        prov = prov or C.provenance(study)
     torch.set_num_threads(args.threads)
     s = spread(table)
     kinds = {d[0]: ("CPU, " + (f"{d[2]} torch threads" if d[2] else f"{args.threads} thread(s)")
                     if d[1] == "cpu" else f"GPU {d[1]}") for d in devices}
     only_cpu = all(d[1] == "cpu" for d in devices)
-    body = [f"{len(sizes)} random-weight Gemma-3 models ({args.sizes}), batch {args.batch}, "
+    body = [f"{len(labels)} random-weight Gemma-3 models ({','.join(labels)}"
+            + (", the published shapes" if presets else "") + f"; {args.dtype}), batch {args.batch}, "
             f"{args.max_new_tokens} new tokens; devices: "
             + "; ".join(f"`{k}` = {v}" for k, v in kinds.items()) + ".", ""]
     if only_cpu and len(devices) > 1:
@@ -194,15 +223,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                          ["coefficient of variation", s["cv_across_models"],
                           s["cv_across_devices"],
                           s["cv_across_models"] / s["cv_across_devices"]
-                          if s["cv_across_devices"] else math.nan]]), ""]
+                          if s["cv_across_devices"] else math.nan]], "spread"), ""]
     if s["spearman"]:
         body += ["Spearman rank correlation of tokens/J between devices: "
                  + ", ".join(f"{k}: {v:.3f}" for k, v in s["spearman"].items()) + ".", ""]
     body += ["## tokens/J per model and device", "",
              C.md_table(["model", "params", *table],
                         [[m, int(params.get(m, 0)), *[table[d].get(m) for d in table]]
-                         for m in labels]), ""]
-    facts = {"table": table, "params": params, "spread": s, "devices": kinds}
+                         for m in labels], "tokens_per_joule"), ""]
+    facts = {"table": table, "params": params, "spread": s, "devices": kinds,
+             "presets": list(presets) if presets else None, "dtype": args.dtype}
     C.write_summary(out, "consistency: tokens/J of the same models across devices",
                     C.command_line(argv, "consistency.py"), prov, "\n".join(body), facts)
     return 0

@@ -11,8 +11,17 @@ generation for each at one batch size (``ecopt.workloads.generation``), fits
 and reports slope, intercept and R^2 of both, with a plot. The study
 (``<out>/study``) is a grid over the family index.
 
+The family is ``--sizes`` (small HIDDENxLAYERS architectures, CPU-friendly) or
+``--presets 270m,1b,4b`` (the published Gemma-3 text-model shapes, random
+weights: a GPU job). ``--device auto`` uses the GPU when there is one;
+``--dtype auto`` is bfloat16 there, float32 on the CPU. Tokens/J is end to end
+(prefill + decode, measured apart: ``decode_tokens_per_joule`` and
+``prefill_j_per_prompt`` are in every trial).
+
 Example:
     python experiments/energy_scaling.py --out runs/energy_scaling
+    python experiments/energy_scaling.py --presets 270m,1b,4b --device cuda --batch 64 \
+        --out runs/energy_scaling_gpu
 """
 
 from __future__ import annotations
@@ -28,7 +37,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _common as C  # noqa: E402
 
-__all__ = ["FAMILY", "family_arch", "FamilyObjective", "loglinear_fit", "plot", "main"]
+__all__ = ["FAMILY", "family_arch", "FamilyObjective", "loglinear_fit", "plot", "parse_sizes",
+           "parse_presets", "QUICK", "main"]
+
+#: What --quick sets (options given explicitly still win).
+QUICK: dict[str, Any] = {"sizes": "16x1,32x1,64x1", "vocab": 64, "batch": 2, "max_new_tokens": 3,
+                         "prompt_len": 2, "min_window_s": 0.0}
 
 #: (hidden size, decoder layers) of the default family, smallest first.
 FAMILY: tuple[tuple[int, int], ...] = ((32, 1), (64, 2), (96, 2), (128, 3), (192, 4),
@@ -53,11 +67,13 @@ class FamilyObjective:
     """Tokens/J of family member ``trial["size"]`` (one generation objective per member).
 
     Args:
-        sizes: ``(hidden, layers)`` per index.
+        sizes: ``(hidden, layers)`` per index (members built by :func:`family_arch`).
         vocab: Vocabulary size of every member.
-        device: ``cpu``/``cuda``/``auto``.
+        device: ``cpu``/``cuda``/``cuda:N``/``auto``.
         batch_size, max_new_tokens, prompt_len, min_window_s: Generation settings.
         seed: Weights and prompts seed.
+        archs: The members themselves (e.g. Gemma-3 presets), instead of ``sizes``.
+        dtype: Weights' dtype (``float32``, ``bfloat16``, ``float16``).
     """
 
     sizes: tuple[tuple[int, int], ...] = FAMILY
@@ -69,6 +85,14 @@ class FamilyObjective:
     min_window_s: float = 0.3
     seed: int = 0
     _objs: dict[int, Any] = field(default_factory=dict, repr=False)
+    archs: tuple[Any, ...] | None = None
+    dtype: str = "float32"
+
+    def members(self) -> tuple[Any, ...]:
+        """The architectures, smallest first as given."""
+        if self.archs is not None:
+            return tuple(self.archs)
+        return tuple(family_arch(h, n, self.vocab) for h, n in self.sizes)
 
     def objective(self, index: int) -> Any:
         """The generation objective of member ``index`` (cached; one model held at a time)."""
@@ -76,9 +100,8 @@ class FamilyObjective:
 
         if index not in self._objs:
             self._objs.clear()
-            h, n = self.sizes[index]
             self._objs[index] = GenerationObjective(
-                arch=family_arch(h, n, self.vocab), device=self.device,
+                arch=self.members()[index], device=self.device, dtype=self.dtype,
                 batch_size=self.batch_size, max_new_tokens=self.max_new_tokens,
                 prompt_len=self.prompt_len, min_window_s=self.min_window_s,
                 returns=("tokens_per_joule",), seed=self.seed)
@@ -86,9 +109,9 @@ class FamilyObjective:
 
     def __call__(self, trial: Any) -> dict[str, float]:
         i = int(trial["size"])
-        h, n = self.sizes[i]
-        trial.set_metric("hidden_size", h)
-        trial.set_metric("num_hidden_layers", n)
+        a = self.members()[i]
+        trial.set_metric("hidden_size", a.hidden_size)
+        trial.set_metric("num_hidden_layers", a.num_hidden_layers)
         return self.objective(i)(trial)
 
 
@@ -159,14 +182,37 @@ def _parser() -> Any:
     p.add_argument("--sizes", default=",".join(f"{h}x{n}" for h, n in FAMILY),
                    help="family as HIDDENxLAYERS,... (smallest first)")
     p.add_argument("--vocab", type=int, default=1024, help="vocabulary size of every member")
-    p.add_argument("--device", default="auto", help="auto, cpu or cuda[:N]")
+    C.add_device_arg(p)
     p.add_argument("--batch", type=int, default=8, help="generation batch size")
     p.add_argument("--max-new-tokens", type=int, default=32, help="tokens per sequence")
     p.add_argument("--prompt-len", type=int, default=16, help="prompt tokens per sequence")
     p.add_argument("--min-window-s", type=float, default=0.3,
                    help="repeat generation until each measured window lasts this long")
+    p.add_argument("--presets", default=None,
+                   help="a family of published Gemma-3 text-model shapes instead of --sizes, "
+                        "e.g. 270m,1b,4b (random weights; a GPU job)")
+    p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
+                   help="weights' dtype: auto is bfloat16 on a GPU, float32 on the CPU")
     p.add_argument("--no-plot", action="store_true", help="skip the matplotlib figure")
+    C.add_quick_arg(p, "three tiny models, 3 new tokens")
+    C.add_budget_arg(p)
     return p
+
+
+def parse_presets(text: str) -> tuple[str, ...]:
+    """``"270m,1b,4b"`` -> ``("270m", "1b", "4b")`` (names of ``GEMMA3_PRESETS``).
+
+    Raises:
+        ValueError: for an unknown or repeated name, or an empty list.
+    """
+    from ecopt.workloads.generation import GEMMA3_PRESETS
+
+    names = tuple(t.strip().lower() for t in text.split(",") if t.strip())
+    bad = [n for n in names if n not in GEMMA3_PRESETS]
+    if bad or not names or len(set(names)) != len(names):
+        raise ValueError(f"presets must be distinct names from {list(GEMMA3_PRESETS)}, got "
+                         f"{text!r}")
+    return names
 
 
 def parse_sizes(text: str) -> tuple[tuple[int, int], ...]:
@@ -194,57 +240,78 @@ def parse_sizes(text: str) -> tuple[tuple[int, int], ...]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the experiment; returns the exit status."""
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    C.apply_quick(args, parser, QUICK)
     try:
         sizes = parse_sizes(args.sizes)
+        presets = parse_presets(args.presets) if args.presets else None
     except ValueError as exc:
         raise SystemExit(str(exc)) from None
+    if presets is not None and len(presets) < 3:
+        raise SystemExit(f"a fit needs at least 3 presets, got {args.presets!r}")
+    device = C.resolve_device_arg(args)  # a missing GPU stops the run here, before anything runs
     C.setup(args)
     import ecopt
+    from ecopt.workloads.device import is_cuda
+    from ecopt.workloads.generation import GEMMA3_PRESETS
 
-    objective = FamilyObjective(sizes, args.vocab, args.device, args.batch, args.max_new_tokens,
-                                args.prompt_len, args.min_window_s, seed=args.seed)
+    dtype = args.dtype if args.dtype != "auto" else ("bfloat16" if is_cuda(device) else "float32")
+    archs = tuple(GEMMA3_PRESETS[n] for n in presets) if presets else None
+    objective = FamilyObjective(sizes, args.vocab, device, args.batch, args.max_new_tokens,
+                                args.prompt_len, args.min_window_s, seed=args.seed, archs=archs,
+                                dtype=dtype)
+    n_members = len(objective.members())
+    family = (f"Gemma-3 presets {','.join(presets)}" if presets else
+              f"Gemma-3 configs {args.sizes}")
     out = Path(args.out)
-    C.say(f"energy_scaling: {len(sizes)} Gemma-3 configs {args.sizes}, batch {args.batch}")
-    study = ecopt.Study(ecopt.SearchSpace({"size": ecopt.Int(0, len(sizes) - 1)}),
+    C.say(f"energy_scaling: {n_members} {family}, batch {args.batch}, {device} ({dtype})")
+    study = ecopt.Study(ecopt.SearchSpace({"size": ecopt.Int(0, n_members - 1)}),
                         [ecopt.Objective("tokens_per_joule", "max")],
                         storage=C.study_dir(out / "study", args.overwrite),
                         sampler=ecopt.samplers.GridSampler(
-                            {"size": list(range(len(sizes)))}),
+                            {"size": list(range(n_members))}),
                         meter=args.meter, seed=args.seed, name="energy_scaling")
     try:
-        C.run_trials(study, objective, len(sizes), "grid",
+        C.run_trials(study, objective, n_members - len(study.records), "grid",
                      ("n_params", "tokens_per_joule", "tokens_per_s"))
     finally:
         study.close()
     rows: list[dict[str, Any]] = sorted([{**r.params, **r.metrics, **r.values} for r in study.records
                    if r.state.value == "complete"], key=lambda r: r["n_params"])
-    _, measured, prov = C.provenance(study)
+    prov = C.provenance(study)
+    measured = prov[1]
     if len(rows) < 3:
         raise SystemExit(f"only {len(rows)} complete trials; the fit needs 3")
     P = [r["n_params"] for r in rows]
     T = [r["tokens_per_joule"] for r in rows]
     fit = loglinear_fit(P, T)
     fig = None if args.no_plot else plot(P, T, fit, out / "energy_scaling.png", not measured)
-    body = [f"{len(rows)} random-weight Gemma-3 configs (vocab {args.vocab}, MLP 4x hidden, "
-            f"32-wide heads), generation batch {args.batch}, prompt {args.prompt_len} + "
-            f"{args.max_new_tokens} new tokens.", "",
+    what = (f"Gemma-3 text models at their published shapes ({', '.join(presets)})" if presets
+            else f"Gemma-3 configs (vocab {args.vocab}, MLP 4x hidden, 32-wide heads)")
+    body = [f"{len(rows)} random-weight {what}, on {device} ({dtype}), generation batch "
+            f"{args.batch}, prompt {args.prompt_len} + {args.max_new_tokens} new tokens. "
+            "tokens/J is end to end; decode tokens/J and prefill J per prompt are measured in "
+            "their own windows.", "",
             "## Fit", "",
             C.md_table(["fit", "slope", "intercept", "R^2"],
                        [["log10(tokens/J) vs log10(params)", fit["slope"], fit["intercept"],
                          fit["r2"]],
                         ["tokens/J vs log10(params)", fit["semilog_slope"],
-                         fit["semilog_intercept"], fit["semilog_r2"]]]), "",
+                         fit["semilog_intercept"], fit["semilog_r2"]]], "fit"), "",
             f"A 10x larger model gives {10 ** fit['slope']:.3g}x the tokens/J "
             f"(log-log slope {fit['slope']:.3f}).", "",
             "## Configs", "",
-            C.md_table(["hidden", "layers", "params", "tokens/J", "tokens/s", "p95 ms/token"],
+            C.md_table(["hidden", "layers", "params", "tokens/J", "decode tokens/J",
+                        "prefill J/prompt", "tokens/s", "p95 ms/token"],
                        [[int(r["hidden_size"]), int(r["num_hidden_layers"]), int(r["n_params"]),
-                         r["tokens_per_joule"], r["tokens_per_s"], r["p95_latency_ms"]]
-                        for r in rows]), ""]
+                         r["tokens_per_joule"], r.get("decode_tokens_per_joule"),
+                         r.get("prefill_j_per_prompt"), r["tokens_per_s"], r["p95_latency_ms"]]
+                        for r in rows], "configs"), ""]
     if fig is not None:
         body += [f"Plot: `{fig}`", ""]
-    facts = {"fit": fit, "configs": rows, "study": str(study.path),
+    facts = {"fit": fit, "configs": rows, "study": str(study.path), "device": device,
+             "dtype": dtype, "presets": list(presets) if presets else None,
              "plot": str(fig) if fig else None}
     C.write_summary(out, "energy_scaling: tokens/J vs parameter count",
                     C.command_line(argv, "energy_scaling.py"), prov, "\n".join(body), facts)

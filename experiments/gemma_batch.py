@@ -5,24 +5,35 @@ the VRAM maximum) at 2.67 tokens/J, 38x better than batch 1, with the search's
 energy recovered after 4,802 generated tokens. This script runs the same
 search on whatever is here:
 
-* model: a small Gemma-3 architecture from ``Gemma3TextConfig`` with random
-  weights (no download) on CPU by default; ``--model PATH`` loads a local
-  checkpoint (GPU when present).
+* model: ``--preset 270m|1b|4b|12b`` builds the published Gemma-3 text-model
+  shape from ``Gemma3TextConfig`` with random weights (no download); without a
+  preset, a small Gemma-3 architecture (``--hidden``, ``--layers``,
+  ``--vocab``); ``--model PATH`` loads a local checkpoint instead.
+* device: ``--device auto`` (the GPU when there is one); ``--dtype auto`` is
+  bfloat16 on a GPU, float32 on the CPU.
 * optimiser study (``<out>/optimiser``): batch 1 first (the baseline), then
   ``--sampler`` (qlognehvi by default) for tokens/J (max) and p95 per-token
   latency (min) or throughput (max).
 * grid study (``<out>/grid``): every batch size of ``--grid`` for comparison
   (skip with ``--no-grid``).
-* out-of-memory batches are infeasible trials: real CUDA OOM on a GPU; on CPU
-  an emulated ceiling (``--max-memory-gb``, predicted memory; see
-  ``ecopt.workloads.generation``).
+* memory: on a GPU the batch range reaches past the device's memory ceiling
+  (``--max-batch auto``: twice the largest batch predicted to fit, as a power
+  of 2) and real CUDA out-of-memory makes a trial infeasible; on the CPU an
+  emulated ceiling (``--max-memory-gb``, predicted memory; see
+  ``ecopt.workloads.generation``) stands in for it.
+* measurement: prefill (J per prompt) and decode (tokens/J, the steady-state
+  window after warm-up with the batch full) are measured apart
+  (``ecopt.workloads.generation.measure_generation``); tokens/J, the objective,
+  is end to end.
 
-Summary (``<out>/summary.md``): best batch, its tokens/J, ratio to batch 1,
-search energy and payback in tokens, evaluations used by the optimiser vs the
+Summary (``<out>/summary.md``): best batch, its tokens/J (end to end and
+decode) and J per prompt of prefill, ratio to batch 1, search energy and the
+payback both ways (tokens to repay the search; tokens the search's energy
+would generate at the best setting), evaluations used by the optimiser vs the
 grid, and every trial.
 
 Example:
-    python experiments/gemma_batch.py --trials 10 --out runs/gemma_batch
+    python experiments/gemma_batch.py --preset 1b --device cuda --trials 10 --out runs/gemma_batch
 """
 
 from __future__ import annotations
@@ -37,7 +48,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _common as C  # noqa: E402
 
-__all__ = ["payback_tokens", "evaluations_to_reach", "main"]
+__all__ = ["payback_tokens", "tokens_for_energy", "evaluations_to_reach", "auto_max_batch",
+           "QUICK", "main"]
+
+#: What --quick sets (options given explicitly still win).
+QUICK: dict[str, Any] = {"trials": 3, "n_init": 1, "grid": "1,8,4096", "hidden": 32, "vocab": 128,
+                         "layers": 1, "max_new_tokens": 4, "prompt_len": 4, "min_window_s": 0.0,
+                         "max_memory_gb": 0.01}
 
 
 def payback_tokens(search_energy_j: float, baseline_j_per_token: float,
@@ -68,6 +85,33 @@ def payback_tokens(search_energy_j: float, baseline_j_per_token: float,
     return search_energy_j / saving
 
 
+def tokens_for_energy(energy_j: float, tokens_per_joule: float) -> float:
+    """Tokens ``energy_j`` joules generate at ``tokens_per_joule``: the search's energy, spent at the best setting.
+
+    Raises:
+        ValueError: for negative or non-finite inputs.
+
+    Example:
+        >>> tokens_for_energy(100.0, 2.5)
+        250.0
+    """
+    for what, v in (("energy_j", energy_j), ("tokens_per_joule", tokens_per_joule)):
+        if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
+            raise ValueError(f"{what} must be finite and >= 0, got {v!r}")
+    return energy_j * tokens_per_joule
+
+
+def auto_max_batch(fit_batch: int) -> int:
+    """The search's upper batch: the power of 2 at or above twice the largest batch predicted to fit.
+
+    The prediction is an estimate, so the range extends past it and real
+    out-of-memory decides where the ceiling is.
+    """
+    if fit_batch < 1:
+        return 1
+    return 1 << math.ceil(math.log2(2 * fit_batch))
+
+
 def evaluations_to_reach(values: Sequence[float | None], target: float) -> int | None:
     """1-based number of evaluations until a value ``>= target`` appeared (``None``: never).
 
@@ -83,16 +127,23 @@ def _parser() -> Any:
     p = C.base_parser(__doc__.split("\n\n")[0], "runs/gemma_batch")
     p.add_argument("--model", default=None,
                    help="local transformers checkpoint directory (loaded with "
-                        "local_files_only=True; GPU when present). Default: a random-weight "
-                        "Gemma-3 architecture built from Gemma3TextConfig")
-    p.add_argument("--device", default="auto", help="auto, cpu or cuda[:N]")
+                        "local_files_only=True). Default: a random-weight Gemma-3 architecture "
+                        "built from Gemma3TextConfig (--preset, or --hidden/--layers/--vocab)")
+    p.add_argument("--preset", default=None, choices=["270m", "1b", "4b", "12b"],
+                   help="the published shape of a Gemma-3 text model, random weights")
+    C.add_device_arg(p)
+    p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
+                   help="weights' dtype: auto is bfloat16 on a GPU, float32 on the CPU")
     p.add_argument("--trials", type=int, default=10,
                    help="optimiser budget, the batch-1 baseline included")
     p.add_argument("--sampler", default="qlognehvi", choices=["qlognehvi", "random", "grid"],
                    help="optimiser study's sampler (grid: only the sweep is run)")
     p.add_argument("--n-init", type=int, default=4,
                    help="qlognehvi: Sobol trials (after the baseline) before the GP takes over")
-    p.add_argument("--max-batch", type=int, default=4096, help="largest batch size searched")
+    p.add_argument("--max-batch", default="auto",
+                   help="largest batch size searched: an integer, or auto (on a GPU twice the "
+                        "largest batch predicted to fit its memory, as a power of 2, so the "
+                        "search reaches the real out-of-memory ceiling; 4096 on the CPU)")
     p.add_argument("--grid", default=None,
                    help="comma-separated batch sizes of the sweep (default: powers of 2 up to "
                         "--max-batch)")
@@ -111,13 +162,15 @@ def _parser() -> Any:
                    help="second objective: p95 per-token latency (min) or tokens/s (max)")
     p.add_argument("--max-memory-gb", type=float, default=None,
                    help="emulated memory ceiling: batches whose predicted memory exceeds it are "
-                        "infeasible (default 0.25 GB on CPU with the built-in model, none on GPU "
-                        "where real OOM decides)")
+                        "infeasible (default on the CPU: 0.25 GB for the small built-in model, "
+                        "twice the weights for a preset; none on a GPU, where real OOM decides)")
     p.add_argument("--hidden", type=int, default=64, help="built-in model: hidden size")
     p.add_argument("--layers", type=int, default=2, help="built-in model: decoder layers")
     p.add_argument("--vocab", type=int, default=1024, help="built-in model: vocabulary size")
     p.add_argument("--min-window-s", type=float, default=0.3,
-                   help="repeat generation until each measured window lasts this long")
+                   help="repeat prefill + decode until the decode windows last this long")
+    C.add_quick_arg(p, "a 32-wide one-layer model, 3 optimiser trials, a 3-point grid")
+    C.add_budget_arg(p)
     return p
 
 
@@ -175,17 +228,18 @@ def _trial_rows(records: Sequence[Any]) -> list[list[Any]]:
         extra = ", ".join(f"{k}={v}" for k, v in r.params.items() if k != "batch_size")
         if r.state.value != "complete":
             rows.append([r.number, r.proposed_by, r.params.get("batch_size"), extra or "-",
-                         r.state.value, "-", "-", "-", "-", "-", r.energy_j])
+                         r.state.value, *["-"] * 7, r.energy_j])
             continue
         rows.append([r.number, r.proposed_by, r.params.get("batch_size"), extra or "-",
-                     r.state.value, m.get("tokens_per_joule"), m.get("tokens_per_s"),
+                     r.state.value, m.get("tokens_per_joule"), m.get("decode_tokens_per_joule"),
+                     m.get("prefill_j_per_prompt"), m.get("tokens_per_s"),
                      m.get("latency_per_token_ms"), m.get("p95_latency_ms"),
                      m.get("peak_memory_gb"), r.energy_j])
     return rows
 
 
-_HEAD = ["trial", "by", "batch", "other params", "state", "tokens/J", "tokens/s",
-         "ms/token", "p95 ms/token", "peak mem GB", "trial J"]
+_HEAD = ["trial", "by", "batch", "other params", "state", "tokens/J", "decode tokens/J",
+         "prefill J/prompt", "tokens/s", "ms/token", "p95 ms/token", "peak mem GB", "trial J"]
 
 
 def _best(records: Sequence[Any]) -> Any | None:
@@ -193,46 +247,98 @@ def _best(records: Sequence[Any]) -> Any | None:
     return max(ok, key=lambda r: _val(r, "tokens_per_joule") or 0.0) if ok else None
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the experiment; returns the exit status."""
-    args = _parser().parse_args(argv)
-    for what in ("trials", "max_batch", "max_new_tokens", "prompt_len", "n_init"):
-        if getattr(args, what) < 1:
-            raise SystemExit(f"--{what.replace('_', '-')} >= 1 must hold, got {getattr(args, what)}")
-    C.setup(args)
-    import ecopt
-    from ecopt.workloads.generation import GemmaArch, GenerationObjective, resolve_device
+def _model_setup(args: Any, device: str, dtype: str) -> tuple[Any, str, int]:
+    """``(architecture, description, parameters)`` of the model the run uses (nothing built)."""
+    from ecopt.workloads.generation import GemmaArch, arch_from_config, gemma3_preset
 
-    # Library imports are process start-up, not search: done here so no trial is billed for them.
-    import transformers.models.gemma3.modeling_gemma3  # noqa: F401
-    from transformers import AutoModelForCausalLM, LogitsProcessorList  # noqa: F401
+    if args.model:
+        from transformers import AutoConfig
 
-    device = resolve_device(args.device)
-    max_mem = args.max_memory_gb
-    if max_mem is None and device == "cpu" and args.model is None:
-        max_mem = 0.25
+        arch = arch_from_config(AutoConfig.from_pretrained(args.model, local_files_only=True))
+        return arch, f"local checkpoint {args.model}", arch.n_params
+    if args.preset:
+        arch = gemma3_preset(args.preset)
+        desc = (f"random-weight Gemma-3 {args.preset.upper()} text architecture (published "
+                f"shape: hidden {arch.hidden_size}, {arch.num_hidden_layers} layers, "
+                f"{arch.num_attention_heads} heads / {arch.num_key_value_heads} KV heads of "
+                f"{arch.resolved_head_dim}, MLP {arch.intermediate_size}, vocab "
+                f"{arch.vocab_size:,}; {arch.n_params:,} parameters)")
+        return arch, desc, arch.n_params
     arch = GemmaArch(vocab_size=args.vocab, hidden_size=args.hidden,
                      intermediate_size=4 * args.hidden, num_hidden_layers=args.layers,
-                     num_attention_heads=max(1, args.hidden // 32),
-                     num_key_value_heads=1)
+                     num_attention_heads=max(1, args.hidden // 32), num_key_value_heads=1)
+    desc = (f"random-weight small Gemma-3 architecture (hidden {arch.hidden_size}, "
+            f"{arch.num_hidden_layers} layers, vocab {arch.vocab_size}, "
+            f"{arch.num_attention_heads} heads / {arch.num_key_value_heads} KV head; "
+            f"{arch.n_params:,} parameters)")
+    return arch, desc, arch.n_params
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the experiment; returns the exit status."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    C.apply_quick(args, parser, QUICK)
+    for what in ("trials", "max_new_tokens", "prompt_len", "n_init"):
+        if getattr(args, what) < 1:
+            raise SystemExit(f"--{what.replace('_', '-')} >= 1 must hold, got {getattr(args, what)}")
+    if args.model and args.preset:
+        raise SystemExit("--model and --preset exclude each other (a checkpoint has its own shape)")
+    device = C.resolve_device_arg(args)  # a missing GPU stops the run here, before anything runs
+    C.setup(args)
+    # Library imports are process start-up, not search: done here so no trial is billed for them.
+    import transformers.models.gemma3.modeling_gemma3  # noqa: F401
+    from transformers import AutoModelForCausalLM  # noqa: F401
+
+    import ecopt
+    from ecopt.workloads.device import device_memory_gb, is_cuda
+    from ecopt.workloads.generation import GenerationObjective, max_batch_for_memory
+
+    cuda = is_cuda(device)
+    dtype = args.dtype if args.dtype != "auto" else ("bfloat16" if cuda else "float32")
+    arch, model_desc, n_params = _model_setup(args, device, dtype)
+    max_mem = args.max_memory_gb
+    if max_mem is None and not cuda and args.model is None:
+        from ecopt.workloads.generation import DTYPE_BYTES
+
+        max_mem = 0.25 if args.preset is None else 2 * n_params * DTYPE_BYTES[dtype] / 1e9
+    try:
+        grid_given = [int(x) for x in args.grid.split(",")] if args.grid else None
+    except ValueError:
+        raise SystemExit(f"--grid must be comma-separated integers, got {args.grid!r}") from None
+    fit: int | None = None
+    if args.max_batch == "auto":
+        if cuda:
+            total = device_memory_gb(device)
+            assert total is not None
+            fit = max_batch_for_memory(arch, total, args.prompt_len, args.max_new_tokens, dtype,
+                                       n_params)
+            args.max_batch = auto_max_batch(fit)
+        else:
+            args.max_batch = 4096
+        if grid_given:  # batches asked for explicitly stay in range; real OOM decides
+            args.max_batch = max(args.max_batch, max(grid_given))
+    try:
+        args.max_batch = int(args.max_batch)
+    except ValueError:
+        raise SystemExit(f"--max-batch must be an integer or auto, got {args.max_batch!r}") from None
+    if args.max_batch < 1:
+        raise SystemExit(f"--max-batch >= 1 must hold, got {args.max_batch}")
     second = "p95_latency_ms" if args.second == "p95_latency" else "tokens_per_s"
     objective = GenerationObjective(
-        arch=arch, model_path=args.model, device=device, max_new_tokens=args.max_new_tokens,
-        prompt_len=args.prompt_len, max_memory_gb=max_mem, min_window_s=args.min_window_s,
-        returns=("tokens_per_joule", second), seed=args.seed)
+        arch=arch, model_path=args.model, device=device, dtype=dtype,
+        max_new_tokens=args.max_new_tokens, prompt_len=args.prompt_len, max_memory_gb=max_mem,
+        min_window_s=args.min_window_s, returns=("tokens_per_joule", second), seed=args.seed)
     out = Path(args.out)
-    model_desc = (f"local checkpoint {args.model}" if args.model else
-                  f"random-weight Gemma-3 architecture (hidden {arch.hidden_size}, "
-                  f"{arch.num_hidden_layers} layers, vocab {arch.vocab_size}, "
-                  f"{arch.num_attention_heads} heads / {arch.num_key_value_heads} KV head)")
-    C.say(f"gemma_batch: {model_desc} on {device}; prompt {args.prompt_len} + "
-          f"{args.max_new_tokens} new tokens; memory ceiling "
-          f"{'%.3g GB (emulated)' % max_mem if max_mem else 'hardware'}")
+    ceiling = (f"{max_mem:.3g} GB (emulated)" if max_mem else
+               f"the device's ({device_memory_gb(device) or 0:.0f} GB; real OOM)")
+    C.say(f"gemma_batch: {model_desc} on {device} ({dtype}); prompt {args.prompt_len} + "
+          f"{args.max_new_tokens} new tokens; batch 1..{args.max_batch}; memory ceiling {ceiling}")
 
     meter = ecopt.meters.get_meter(args.meter)
     studies: dict[str, Any] = {}
     whole_j: float | None = None
-    show = ("tokens_per_joule", "tokens_per_s", "p95_latency_ms")
+    show = ("tokens_per_joule", "decode_tokens_per_joule", "tokens_per_s", "p95_latency_ms")
     try:
         if args.sampler != "grid":
             sampler: Any = args.sampler
@@ -248,7 +354,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.search_new_tokens:
                 base["max_new_tokens"] = args.max_new_tokens
             if args.search_dtype:
-                base["dtype"] = "float32"
+                base["dtype"] = dtype
             if args.search_attn:
                 base["attn_implementation"] = "sdpa"
             if args.search_cache:
@@ -261,8 +367,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 C.run_trials(opt, objective, left, args.sampler, show)
             whole_j = meter.stop(h).energy_j
         if args.sampler == "grid" or not args.no_grid:
-            grid_vals = ([int(x) for x in args.grid.split(",")] if args.grid else
-                         [2 ** i for i in range(int(math.log2(args.max_batch)) + 1)])
+            grid_vals = grid_given or [2 ** i for i in range(int(math.log2(args.max_batch)) + 1)]
             if min(grid_vals) < 1 or max(grid_vals) > args.max_batch:
                 raise SystemExit(f"--grid values must lie in [1, --max-batch={args.max_batch}], "
                                  f"got {grid_vals}")
@@ -273,7 +378,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                meter=meter, seed=args.seed, name="gemma_batch-grid")
             studies["grid"] = grid
             h = meter.start()
-            C.run_trials(grid, objective, len(grid_vals), "grid", show)
+            C.run_trials(grid, objective, len(grid_vals) - len(grid.records), "grid", show)
             grid_whole_j = meter.stop(h).energy_j
             if args.sampler == "grid":  # the sweep is the search
                 whole_j = grid_whole_j
@@ -281,21 +386,96 @@ def main(argv: Sequence[str] | None = None) -> int:
         for s in studies.values():
             s.close()
 
+    setup_facts = {"device": device, "dtype": dtype, "model": model_desc, "preset": args.preset,
+                   "n_params": n_params, "max_batch": args.max_batch,
+                   "batch_predicted_to_fit": fit, "device_memory_gb": device_memory_gb(device)}
     body, facts = _summarise(studies, args, device, max_mem, model_desc, whole_j)
     first = next(iter(studies.values()))
     C.write_summary(out, "gemma_batch: generation batch size for tokens/J",
-                    C.command_line(argv, "gemma_batch.py"), C.provenance(first)[2], body, facts)
+                    C.command_line(argv, "gemma_batch.py"), C.provenance(first), body,
+                    {**setup_facts, **facts})
     return 0
+
+
+def _search_facts(recs: Sequence[Any], base: Any | None, search_j: float,
+                  whole_j: float | None, what: str) -> tuple[dict[str, Any], list[list[Any]]]:
+    """Best configuration, its figures against batch 1 and the payback both ways."""
+    f: dict[str, Any] = {"evaluations": len(recs), "search_energy_j": search_j,
+                         "whole_search_energy_j": whole_j,
+                         "infeasible": sum(r.state.value == "infeasible" for r in recs),
+                         "short_windows": sum(bool(r.metrics.get("decode_window_short"))
+                                              for r in recs)}
+    rows: list[list[Any]] = []
+    best = _best(recs)
+    if best is None:
+        return f, rows
+    bm = {**best.metrics, **best.values}
+    f.update(best_batch=best.params["batch_size"], best_params=dict(best.params),
+             best_tokens_per_joule=bm["tokens_per_joule"],
+             best_decode_tokens_per_joule=bm.get("decode_tokens_per_joule"),
+             best_prefill_j_per_prompt=bm.get("prefill_j_per_prompt"),
+             best_decode_window_s=bm.get("decode_window_s"),
+             best_tokens_per_s=bm.get("tokens_per_s"),
+             best_latency_per_token_ms=bm.get("latency_per_token_ms"),
+             best_p95_latency_ms=bm.get("p95_latency_ms"),
+             best_peak_memory_gb=bm.get("peak_memory_gb"))
+    rows += [[f"best batch ({what})", str(f["best_batch"])
+              + ("" if len(best.params) == 1 else f" ({best.params})")],
+             ["its tokens/J (end to end: prefill + decode)", f["best_tokens_per_joule"]],
+             ["its decode tokens/J (steady-state window)", f["best_decode_tokens_per_joule"]],
+             ["its prefill J per prompt", f["best_prefill_j_per_prompt"]],
+             ["its decode window (s)", f["best_decode_window_s"]],
+             ["its tokens/s", f["best_tokens_per_s"]],
+             ["its mean / p95 latency per token (ms)",
+              f"{C.fmt(f['best_latency_per_token_ms'])} / {C.fmt(f['best_p95_latency_ms'])}"],
+             ["its peak memory (GB; GPU: max allocated, CPU: process RSS)",
+              f["best_peak_memory_gb"]]]
+    rows.append(["search energy (sum of the trials, J)", search_j])
+    f["tokens_for_search_energy"] = tokens_for_energy(search_j, bm["tokens_per_joule"])
+    if base is not None:
+        b_tpj = _val(base, "tokens_per_joule")
+        assert b_tpj is not None
+        f.update(baseline_tokens_per_joule=b_tpj,
+                 baseline_decode_tokens_per_joule=base.metrics.get("decode_tokens_per_joule"),
+                 baseline_prefill_j_per_prompt=base.metrics.get("prefill_j_per_prompt"),
+                 ratio_to_batch1=bm["tokens_per_joule"] / b_tpj,
+                 payback_tokens=payback_tokens(search_j, 1 / b_tpj, 1 / bm["tokens_per_joule"]))
+        rows += [["batch 1 tokens/J (end to end / decode)",
+                  f"{C.fmt(b_tpj)} / {C.fmt(f['baseline_decode_tokens_per_joule'])}"],
+                 ["ratio best / batch 1 (end to end)", f"{f['ratio_to_batch1']:.1f}x"],
+                 ["payback: tokens generated at the best setting instead of batch 1 until the "
+                  "per-token saving repays the search's energy", f["payback_tokens"]]]
+    rows.append(["payback the other way: tokens the search's energy would generate at the best "
+                 "setting", f["tokens_for_search_energy"]])
+    if whole_j is not None:
+        f["tokens_for_whole_search_energy"] = tokens_for_energy(whole_j, bm["tokens_per_joule"])
+        rows.append(["whole search incl. the optimiser's own model fitting (J)", whole_j])
+        if base is not None:
+            b_tpj = f["baseline_tokens_per_joule"]
+            f["payback_tokens_whole"] = payback_tokens(whole_j, 1 / b_tpj,
+                                                       1 / bm["tokens_per_joule"])
+            rows.append(["payback of that (tokens vs batch 1)", f["payback_tokens_whole"]])
+        rows.append(["tokens that energy would generate at the best setting",
+                     f["tokens_for_whole_search_energy"]])
+    feasible = [r.params["batch_size"] for r in recs if r.state.value == "complete"]
+    oom = [r.params["batch_size"] for r in recs if r.state.value == "infeasible"]
+    f["largest_feasible_batch"] = max(feasible) if feasible else None
+    f["smallest_infeasible_batch"] = min(oom) if oom else None
+    return f, rows
 
 
 def _summarise(studies: dict[str, Any], args: Any, device: str, max_mem: float | None,
                model_desc: str, whole_j: float | None) -> tuple[str, dict[str, Any]]:
     lines: list[str] = [f"Model: {model_desc}; device {device}; prompt {args.prompt_len} "
-                        f"tokens, {args.max_new_tokens} new tokens per sequence (greedy); "
-                        f"memory ceiling: "
+                        f"tokens, {args.max_new_tokens} new tokens per sequence (greedy, static "
+                        f"batch); batch 1..{args.max_batch}; memory ceiling: "
                         + (f"{max_mem:g} GB, EMULATED from predicted memory (not a real OOM)"
-                           if max_mem else "the hardware's (real OOM -> infeasible)") + ".", ""]
-    facts: dict[str, Any] = {"device": device, "max_memory_gb": max_mem}
+                           if max_mem else "the hardware's (real OOM -> infeasible)") + ".", "",
+                        "Prefill (J per prompt) and decode (tokens/J over the steady-state "
+                        "window: after warm-up, the batch full) are measured in separate meter "
+                        "windows; tokens/J is end to end (all generated tokens over prefill + "
+                        "decode joules).", ""]
+    facts: dict[str, Any] = {"max_memory_gb": max_mem}
     grid_best_tpj: float | None = None
     if "grid" in studies:
         g = studies["grid"]
@@ -310,31 +490,9 @@ def _summarise(studies: dict[str, Any], args: Any, device: str, max_mem: float |
     if "optimiser" in studies:
         o = studies["optimiser"]
         recs = o.records
-        best = _best(recs)
         base = next((r for r in recs if _is_baseline(r) and _val(r, "tokens_per_joule")), None)
-        search_j = sum(r.energy_j for r in recs)
-        f: dict[str, Any] = {"sampler": args.sampler, "evaluations": len(recs),
-                             "search_energy_j": search_j, "whole_search_energy_j": whole_j,
-                             "study": str(o.path),
-                             "infeasible": sum(r.state.value == "infeasible" for r in recs),
-                             "front_size": len(o.best_trials())}
-        if best is not None:
-            bm = {**best.metrics, **best.values}
-            f.update(best_batch=best.params["batch_size"], best_params=dict(best.params),
-                     best_tokens_per_joule=bm["tokens_per_joule"],
-                     best_tokens_per_s=bm.get("tokens_per_s"),
-                     best_latency_per_token_ms=bm.get("latency_per_token_ms"),
-                     best_p95_latency_ms=bm.get("p95_latency_ms"),
-                     best_peak_memory_gb=bm.get("peak_memory_gb"))
-        if best is not None and base is not None:
-            b_tpj = _val(base, "tokens_per_joule")
-            assert b_tpj is not None
-            ratio = bm["tokens_per_joule"] / b_tpj
-            pay = payback_tokens(search_j, 1 / b_tpj, 1 / bm["tokens_per_joule"])
-            pay_whole = (payback_tokens(whole_j, 1 / b_tpj, 1 / bm["tokens_per_joule"])
-                         if whole_j is not None else None)
-            f.update(baseline_tokens_per_joule=b_tpj, ratio_to_batch1=ratio,
-                     payback_tokens=pay, payback_tokens_whole=pay_whole)
+        f, rows = _search_facts(recs, base, sum(r.energy_j for r in recs), whole_j, "optimiser")
+        f.update(sampler=args.sampler, study=str(o.path), front_size=len(o.best_trials()))
         if grid_best_tpj is not None:
             seq = [_val(r, "tokens_per_joule") for r in sorted(recs, key=lambda r: r.number)]
             for pct in (80, 90, 95, 100):
@@ -342,83 +500,40 @@ def _summarise(studies: dict[str, Any], args: Any, device: str, max_mem: float |
                 f[key] = evaluations_to_reach(seq, pct / 100 * grid_best_tpj)
             f["best_fraction_of_grid_best"] = (f.get("best_tokens_per_joule", 0.0)
                                                / grid_best_tpj)
+            f["within_5pct_of_grid_best"] = f["best_fraction_of_grid_best"] >= 0.95
         facts["optimiser"] = f
-
-        lines += ["## Result", ""]
-        rows: list[list[Any]] = []
-        if best is not None:
-            rows += [["best batch (optimiser)", str(f["best_batch"])
-                      + ("" if len(best.params) == 1 else f" ({best.params})")],
-                     ["its tokens/J", f["best_tokens_per_joule"]],
-                     ["its tokens/s", f["best_tokens_per_s"]],
-                     ["its mean / p95 latency per token (ms)",
-                      f"{C.fmt(f['best_latency_per_token_ms'])} / {C.fmt(f['best_p95_latency_ms'])}"],
-                     ["its peak memory (GB; CPU: process RSS)", f["best_peak_memory_gb"]]]
-        if "ratio_to_batch1" in f:
-            rows += [["batch 1 tokens/J", f["baseline_tokens_per_joule"]],
-                     ["ratio best / batch 1", f"{f['ratio_to_batch1']:.1f}x"],
-                     ["search energy (sum of all optimiser trials, J)", search_j],
-                     ["payback (tokens at the best batch to recover it)", f["payback_tokens"]]]
-            if whole_j is not None:
-                rows += [["whole search incl. the optimiser's own GP fitting (J)", whole_j],
-                         ["payback of that (tokens)", f["payback_tokens_whole"]]]
         rows += [["optimiser evaluations (baseline included)", len(recs)],
-                 ["infeasible (out of memory) trials", f["infeasible"]]]
+                 ["infeasible (out of memory) trials", f["infeasible"]],
+                 ["trials with a decode window shorter than the meter's update period",
+                  f["short_windows"]]]
         if "grid" in facts:
             gf = facts["grid"]
             rows += [["grid evaluations", gf["evaluations"]],
                      ["grid best batch / tokens/J", f"{gf['best_batch']} / "
                                                     f"{C.fmt(gf['best_tokens_per_joule'])}"],
-                     ["optimiser best / grid best", f"{f['best_fraction_of_grid_best']:.2f}"],
+                     ["optimiser best / grid best", C.fmt(f.get("best_fraction_of_grid_best"))],
                      ["optimiser evaluations to reach 80% / 90% / 95% / 100% of the grid's "
                       "best (- = not reached)",
                       " / ".join(C.fmt(f.get(k)) for k in (
                           "evals_to_80pct_of_grid_best", "evals_to_90pct_of_grid_best",
                           "evals_to_95pct_of_grid_best", "evals_to_grid_best"))],
                      ["grid energy (J)", gf["energy_j"]]]
-        lines += [C.md_table(["", "value"], rows), ""]
+        lines += ["## Result", "", C.md_table(["", "value"], rows, "result"), ""]
         lines += [f"### Optimiser trials ({args.sampler}; study `{o.path}`)", "",
-                  C.md_table(_HEAD, _trial_rows(recs)), ""]
+                  C.md_table(_HEAD, _trial_rows(recs), "optimiser_trials"), ""]
     elif "grid" in studies:  # --sampler grid: the sweep is the search
         recs = studies["grid"].records
-        best = _best(recs)
         base = next((r for r in recs if r.params.get("batch_size") == 1
                      and _val(r, "tokens_per_joule")), None)
-        search_j = sum(r.energy_j for r in recs)
-        f = {"sampler": "grid", "evaluations": len(recs), "search_energy_j": search_j,
-             "whole_search_energy_j": whole_j}
-        rows = []
-        if best is not None:
-            bm = {**best.metrics, **best.values}
-            f.update(best_batch=best.params["batch_size"],
-                     best_tokens_per_joule=bm["tokens_per_joule"])
-            rows += [["best batch (grid)", str(best.params["batch_size"])],
-                     ["its tokens/J", bm["tokens_per_joule"]],
-                     ["its tokens/s", bm.get("tokens_per_s")],
-                     ["its mean / p95 latency per token (ms)",
-                      f"{C.fmt(bm.get('latency_per_token_ms'))} / "
-                      f"{C.fmt(bm.get('p95_latency_ms'))}"],
-                     ["its peak memory (GB; CPU: process RSS)", bm.get("peak_memory_gb")]]
-            if base is not None:
-                b_tpj = _val(base, "tokens_per_joule")
-                assert b_tpj is not None
-                f.update(baseline_tokens_per_joule=b_tpj,
-                         ratio_to_batch1=bm["tokens_per_joule"] / b_tpj,
-                         payback_tokens=payback_tokens(search_j, 1 / b_tpj,
-                                                       1 / bm["tokens_per_joule"]))
-                rows += [["batch 1 tokens/J", b_tpj],
-                         ["ratio best / batch 1", f"{f['ratio_to_batch1']:.1f}x"],
-                         ["search energy (sum of all grid trials, J)", search_j],
-                         ["payback (tokens at the best batch to recover it)",
-                          f["payback_tokens"]]]
+        f, rows = _search_facts(recs, base, sum(r.energy_j for r in recs), whole_j, "grid")
+        f["sampler"] = "grid"
         rows += [["grid evaluations", len(recs)],
-                 ["infeasible (out of memory) trials",
-                  sum(r.state.value == "infeasible" for r in recs)]]
+                 ["infeasible (out of memory) trials", f["infeasible"]]]
         facts["search"] = f
-        lines += ["## Result", "", C.md_table(["", "value"], rows), ""]
+        lines += ["## Result", "", C.md_table(["", "value"], rows, "result"), ""]
     if "grid" in studies:
         g = studies["grid"]
-        lines += [f"### Grid trials (study `{g.path}`)", "", C.md_table(_HEAD, _trial_rows(g.records)),
+        lines += [f"### Grid trials (study `{g.path}`)", "", C.md_table(_HEAD, _trial_rows(g.records), "grid_trials"),
                   ""]
     return "\n".join(lines), facts
 

@@ -11,6 +11,8 @@ Pearson correlations of energy per inference with parameters and with FLOPs
 
 The study (``<out>/study``) is a grid study with one objective,
 ``joules_per_inference`` (min); ``n_params`` and ``flops`` are trial metrics.
+``--device auto`` runs the models on the GPU when there is one (model and
+images on it; a CUDA out-of-memory makes a trial infeasible).
 
 Example:
     python experiments/metric_validity.py --out runs/metric_validity
@@ -30,7 +32,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _common as C  # noqa: E402
 
-__all__ = ["InferenceEnergyObjective", "correlations", "plot", "main"]
+__all__ = ["InferenceEnergyObjective", "correlations", "plot", "QUICK", "main"]
+
+#: What --quick sets (options given explicitly still win).
+QUICK: dict[str, Any] = {"channels": "4,8", "depths": "1", "strides": "1,2", "image_size": 16,
+                         "batch": 4, "min_window_s": 0.0}
 
 
 @dataclass
@@ -43,6 +49,7 @@ class InferenceEnergyObjective:
         min_window_s: Repeat batches until the measured window lasts this long.
         kernel_size, pooling: Architecture settings not searched.
         seed: Weight and input seed.
+        device: ``auto``, ``cpu``, ``cuda`` or ``cuda:N``.
     """
 
     in_channels: int = 3
@@ -52,23 +59,37 @@ class InferenceEnergyObjective:
     kernel_size: int = 3
     pooling: str = "none"
     seed: int = 0
+    device: str = "auto"
 
     def __call__(self, trial: Any) -> dict[str, float]:
+        from ecopt.workloads.device import resolve_device, trial_on_device
+
+        device = resolve_device(self.device)
+        with trial_on_device(trial, device):
+            return self._run(trial, device)
+
+    def _run(self, trial: Any, device: str) -> dict[str, float]:
         import torch
 
         from ecopt.workloads.cnn import build_cnn, count_flops, count_parameters
+        from ecopt.workloads.device import place_model, to_device
 
+        def build() -> Any:
+            return build_cnn(self.in_channels, 10, self.image_size, int(trial["channels"]),
+                             int(trial["depth"]),
+                             int(trial.params.get("kernel_size", self.kernel_size)),
+                             int(trial["stride"]), str(trial.params.get("pooling", self.pooling)))
+
+        with torch.device("meta"):  # FLOPs from a shape-only copy: no compute
+            trial.set_metric("flops", count_flops(build(), (1, self.in_channels,
+                                                            self.image_size, self.image_size)))
         torch.manual_seed(self.seed)
-        model = build_cnn(self.in_channels, 10, self.image_size, int(trial["channels"]),
-                          int(trial["depth"]), int(trial.params.get("kernel_size",
-                                                                    self.kernel_size)),
-                          int(trial["stride"]), str(trial.params.get("pooling", self.pooling)))
-        model.eval()
+        model = place_model(build(), device).eval()
         trial.set_metric("n_params", count_parameters(model))
-        trial.set_metric("flops", count_flops(model, (1, self.in_channels, self.image_size,
-                                                      self.image_size)))
-        x = torch.randn(self.batch_size, self.in_channels, self.image_size, self.image_size,
-                        generator=torch.Generator().manual_seed(self.seed))
+        # One batch, copied once: the measured energy is the model's, not the copy's.
+        x = to_device(torch.randn(self.batch_size, self.in_channels, self.image_size,
+                                  self.image_size, generator=torch.Generator().manual_seed(self.seed)),
+                      device)
         with torch.inference_mode():
             with trial.phase("warmup"):
                 model(x)
@@ -151,6 +172,9 @@ def _parser() -> Any:
     p.add_argument("--min-window-s", type=float, default=0.3,
                    help="repeat inference until each measured window lasts this long")
     p.add_argument("--no-plot", action="store_true", help="skip the matplotlib figure")
+    C.add_device_arg(p)
+    C.add_quick_arg(p, "4 small CNNs on 16x16 images")
+    C.add_budget_arg(p)
     return p
 
 
@@ -166,9 +190,12 @@ def _ints(text: str, what: str) -> list[int]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the experiment; returns the exit status."""
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    C.apply_quick(args, parser, QUICK)
     channels, depths = _ints(args.channels, "channels"), _ints(args.depths, "depths")
     strides = _ints(args.strides, "strides")
+    device = C.resolve_device_arg(args)  # a missing GPU stops the run here, before anything runs
     C.setup(args)
     import ecopt
 
@@ -179,7 +206,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     })
     n = len(channels) * len(depths) * len(strides)
     objective = InferenceEnergyObjective(args.in_channels, args.image_size, args.batch,
-                                         args.min_window_s, seed=args.seed)
+                                         args.min_window_s, seed=args.seed, device=device)
     out = Path(args.out)
     C.say(f"metric_validity: {n} CNNs on {args.in_channels}x{args.image_size}x{args.image_size} "
           f"random images, batch {args.batch}")
@@ -195,7 +222,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         study.close()
     rows: list[dict[str, Any]] = [{**r.params, **r.metrics, **r.values} for r in study.records
             if r.state.value == "complete"]
-    _, measured, prov = C.provenance(study)
+    prov_info = C.provenance(study)
+    _, measured, _ = prov_info
     if len(rows) < 3:
         raise SystemExit(f"only {len(rows)} complete trials; correlations need 3")
     corr = correlations([r["joules_per_inference"] for r in rows],
@@ -221,23 +249,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             "## Correlation of energy per inference with the proxies", "",
             C.md_table(["proxy", "Spearman", "p", "Pearson", "p", "Pearson (log10-log10)"],
                        [[k, v["spearman"], v["spearman_p"], v["pearson"], v["pearson_p"],
-                         v["pearson_log"]] for k, v in corr.items()]), "",
+                         v["pearson_log"]] for k, v in corr.items()], "correlations"), "",
             "## Same parameters, stride 1 vs stride 2", "",
             C.md_table(["channels", "depth", "params", "FLOPs ratio s1/s2",
-                        "energy ratio s1/s2"], pairs), "",
+                        "energy ratio s1/s2"], pairs, "stride_pairs"), "",
             "## Every model", "",
             C.md_table(["channels", "depth", "stride", "params", "FLOPs", "J/inference",
                         "ms/image"],
                        [[r["channels"], r["depth"], r["stride"], int(r["n_params"]),
                          int(r["flops"]), r["joules_per_inference"], r["latency_ms_per_image"]]
                         for r in sorted(rows, key=lambda r: (r["channels"], r["depth"],
-                                                             r["stride"]))]), ""]
+                                                             r["stride"]))], "models"), ""]
     if fig is not None:
         body += [f"Plot: `{fig}`", ""]
     facts = {"correlations": corr, "n_models": len(rows), "stride_pairs": pairs,
              "study": str(study.path), "plot": str(fig) if fig else None}
+    facts["device"] = device
     C.write_summary(out, "metric_validity: parameters and FLOPs as proxies for inference energy",
-                    C.command_line(argv, "metric_validity.py"), prov, "\n".join(body), facts)
+                    C.command_line(argv, "metric_validity.py"), prov_info, "\n".join(body), facts)
     return 0
 
 

@@ -148,7 +148,7 @@ def test_live_study_object_is_accepted(runs):
 
 
 def test_in_memory_study(tmp_path):
-    from ecopt.report_html import write_report
+    from ecopt.report.html import write_report
 
     with ecopt.Study(SPACE, [ecopt.Objective("accuracy", "max"),
                              ecopt.Objective("samples_per_joule", "max")],

@@ -10,9 +10,9 @@ import ecopt
 EXPECTED = {
     "__version__", "SearchSpace", "Float", "Int", "Categorical", "Fixed", "Objective",
     "Constraint", "Study", "load_study", "Trial", "TrialRecord", "TrialState", "Sampler", "Meter",
-    "Measurement", "EcoptError", "Infeasible", "MeterError", "MeterUnavailableError",
-    "NotAStudyError", "SpecMismatchError", "StudyLockedError", "DaskExecutor", "pareto",
-    "samplers", "meters", "plot",
+    "Measurement", "EcoptError", "ExecutorLostError", "Infeasible", "MeterError", "MeterUnavailableError",
+    "NotAStudyError", "SpecMismatchError", "StudyLockedError", "TrialPruned", "Intermediate",
+    "DaskExecutor", "pareto", "samplers", "meters", "plot", "pruners",
 }
 
 
@@ -24,7 +24,9 @@ def test_all_is_the_contract():
 
 def test_import_is_light():
     code = ("import sys, ecopt; heavy = [m for m in ('torch', 'botorch', 'matplotlib', 'pandas', "
-            "'dask', 'polars', 'transformers', 'codecarbon', 'pynvml', 'scipy') if m in sys.modules];"
+            "'dask', 'polars', 'transformers', 'codecarbon', 'pynvml', 'scipy', 'mlflow', "
+            "'lightning', 'pytorch_lightning', 'starlette', 'uvicorn', 'plotly', 'accelerate') "
+            "if m in sys.modules];"
             " print(','.join(heavy))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
@@ -35,5 +37,15 @@ def test_cli_help_lists_every_command():
     out = subprocess.run([sys.executable, "-m", "ecopt.cli", "--help"], capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 0
-    for cmd in ("quickstart", "meters", "report", "plot", "compare", "show", "profile"):
+    for cmd in ("quickstart", "meters", "report", "plot", "compare", "show", "profile",
+                "dashboard"):
         assert cmd in out.stdout
+
+
+def test_integrations_are_imported_only_when_used():
+    code = ("import sys, ecopt, ecopt.integrations; "
+            "heavy = [m for m in ('transformers', 'lightning', 'mlflow', 'starlette', 'plotly', "
+            "'torch') if m in sys.modules]; print(','.join(heavy))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "", f"ecopt.integrations pulled in: {out.stdout.strip()}"

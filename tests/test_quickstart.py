@@ -20,13 +20,25 @@ def test_mlp_builder_and_objective_phases():
     s = ecopt.Study(ecopt.SearchSpace({"width": ecopt.Int(8, 32), "epochs": ecopt.Fixed(2)}),
                     [ecopt.Objective("accuracy"), ecopt.Objective("samples_per_joule")],
                     sampler="random", meter="estimate")
-    s.optimize(ClassifierObjective(inference_passes=2), n_trials=1)
+    s.optimize(ClassifierObjective(inference_passes=2, inference_min_s=0.0), n_trials=1)
     r = s.records[0]
     assert r.state is ecopt.TrialState.COMPLETE, r.error
-    assert set(r.phases) == {"load", "train", "inference"}
-    assert r.phases["inference"].samples == 2 * 360
+    assert set(r.phases) == {"load", "train", "warmup", "inference"}
+    assert r.phases["inference"].samples == 2 * 360 and r.metrics["inference_passes"] == 2
     assert r.values["accuracy"] > 0.5  # digits is easy: even 2 epochs learn it
     assert r.values["samples_per_joule"] == pytest.approx(720 / r.phases["inference"].energy_j)
+
+
+def test_the_inference_window_lasts_long_enough_to_measure():
+    # A timed warm-up pass sets the passes, so the inference window is >= inference_min_s.
+    s = ecopt.Study(ecopt.SearchSpace({"width": ecopt.Int(8, 16), "epochs": ecopt.Fixed(1)}),
+                    [ecopt.Objective("accuracy"), ecopt.Objective("samples_per_joule")],
+                    sampler="random", meter="estimate")
+    s.optimize(ClassifierObjective(inference_passes=1, inference_min_s=0.2), n_trials=1)
+    r = s.records[0]
+    passes = r.metrics["inference_passes"]
+    assert passes > 1 and r.phases["inference"].samples == passes * 360
+    assert r.phases["warmup"].samples == 2 * 360
 
 
 @pytest.mark.slow

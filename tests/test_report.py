@@ -181,7 +181,11 @@ def test_lifecycle_energy(study2):
 
 def test_phase_energy_and_provenance(study2):
     data = build_report(study2)
-    assert data.phases == ("train", "inference")
+    # Trials that fail before opening a phase are metered as one "trial" phase: their
+    # energy counts in the search's total.
+    assert data.phases == ("train", "inference", "trial")
+    failed = [r for r in data.records if r.state.value == "failed"]
+    assert failed and all(list(r.phases) == ["trial"] for r in failed)
     assert {(pe.trial, pe.phase) for pe in data.phase_energy} == \
         {(n, ph) for n in data.front for ph in ("train", "inference")}
     for pe in data.phase_energy:
@@ -296,10 +300,44 @@ def test_compare_refuses_different_objectives(study2, study3):
 
 
 def test_report_module_does_not_import_matplotlib():
-    code = ("import sys, ecopt.report, ecopt.report_cli\n"
+    code = ("import sys, ecopt.report, ecopt.report.cli, ecopt.report_cli, ecopt.plot\n"
             "assert 'matplotlib' not in sys.modules, 'matplotlib imported'\n"
             "import ecopt; assert 'matplotlib' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_documented_names_of_earlier_releases_still_work():
+    import ecopt.plot
+    import ecopt.report
+    import ecopt.report_cli
+    import ecopt.report_html
+    from ecopt.report import cli, figures, html
+
+    assert ecopt.report_html.write_report is html.write_report is ecopt.report.write_report
+    assert ecopt.report_cli.show_text is cli.show_text is ecopt.report.show_text
+    assert ecopt.plot.pareto is figures.pareto and ecopt.plot.DPI == figures.DPI
+    with pytest.raises(AttributeError):
+        ecopt.plot.nope  # noqa: B018
+
+
+def test_star_import_works_without_matplotlib():
+    # A finder that refuses matplotlib stands in for a machine without the [plot] extra.
+    code = ("import sys\n"
+            "class Block:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name.split('.')[0] == 'matplotlib':\n"
+            "            raise ImportError('no matplotlib here')\n"
+            "sys.meta_path.insert(0, Block())\n"
+            "from ecopt import *\n"
+            "import ecopt.plot\n"
+            "try:\n"
+            "    ecopt.plot.pareto\n"
+            "except ImportError as e:\n"
+            "    assert 'ecopt[plot]' in str(e), e\n"
+            "else:\n"
+            "    raise SystemExit('figures imported without matplotlib?')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
 
 
 def test_large_three_objective_front_series_matches_direct_computation():

@@ -16,7 +16,7 @@ import pytest
 
 import ecopt
 from ecopt.report import build_report
-from ecopt.report_html import CSP, render_html, write_report
+from ecopt.report.html import CSP, render_html, write_report
 
 pytest.importorskip("matplotlib")
 from PIL import Image  # noqa: E402
@@ -93,7 +93,8 @@ def assert_offline(page: str) -> None:
 
 
 def test_report_contents_and_pngs(run, tmp_path):
-    baseline = next(r.number for r in ecopt.load_study(run).records if r.phases)
+    baseline = next(r.number for r in ecopt.load_study(run).records
+                    if r.state.value == "complete")
     out, data = write_report(run, png_dir=tmp_path / "png", baseline=baseline)
     assert out == run / "report.html"  # the default place
     assert data.payback is not None and data.warnings == ()

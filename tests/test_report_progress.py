@@ -9,7 +9,7 @@ import pytest
 
 import ecopt
 from ecopt.meters.base import WallClockMeter
-from ecopt.progress import Progress
+from ecopt.report.progress import Progress
 
 SPACE = ecopt.SearchSpace({"x": ecopt.Float(0, 1), "c": ecopt.Categorical(["a", "b"])})
 OBJS = [ecopt.Objective("acc", "max"), ecopt.Objective("samples_per_joule", "max")]

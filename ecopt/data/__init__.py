@@ -7,7 +7,8 @@
 * Knobs a study can search: :class:`LoaderConfig` (batch size, workers,
   prefetch, pinning, cache) and the backend.
 * :func:`profile`: per-stage throughput, CPU time, energy share, the bottleneck
-  and recommendations (Plumber-style).
+  and recommendations (Plumber-style), and :func:`allocate`: a linear program
+  over workers, prefetch, cache position and backend (``Diagnosis.allocation``).
 
 Heavy libraries (torch, polars, dask) are imported only when used.
 
@@ -28,8 +29,9 @@ __all__ = [
     "TablePipeline", "StagedDataset", "StageTrace",
     "LoaderConfig", "EpochLoader", "make_loader", "cpu_cores", "KNOB_NAMES",
     "make_insurance", "write_insurance", "make_movielens", "write_movielens", "MOVIELENS_1M",
-    "make_image_folder", "ImageFolder",
+    "make_image_folder", "ImageFolder", "write_movielens_side_files", "find_real_data",
     "profile", "Diagnosis", "StageReport", "Recommendation",
+    "allocate", "Allocation", "PipelineSetting", "apply_setting",
 ]
 
 _WHERE = {
@@ -41,14 +43,16 @@ _WHERE = {
     **dict.fromkeys(["LoaderConfig", "EpochLoader", "make_loader", "cpu_cores", "KNOB_NAMES"],
                     "loader"),
     **dict.fromkeys(["make_insurance", "write_insurance", "make_movielens", "write_movielens",
-                     "MOVIELENS_1M", "make_image_folder", "ImageFolder"], "datasets"),
-    **dict.fromkeys(["Diagnosis", "StageReport", "Recommendation"], "profile"),
+                     "MOVIELENS_1M", "make_image_folder", "ImageFolder",
+                     "write_movielens_side_files", "find_real_data"], "datasets"),
+    **dict.fromkeys(["allocate", "Allocation", "PipelineSetting", "apply_setting"], "allocation"),
+    **dict.fromkeys(["Diagnosis", "StageReport", "Recommendation"], "profiler"),
 }
 
 
 def profile(*args: Any, **kwargs: Any) -> Any:
-    """Diagnose an input pipeline; see :func:`ecopt.data.profile.profile`."""
-    from ecopt.data.profile import profile as _profile
+    """Diagnose an input pipeline; see :func:`ecopt.data.profiler.profile`."""
+    from ecopt.data.profiler import profile as _profile
 
     return _profile(*args, **kwargs)
 

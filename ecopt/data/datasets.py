@@ -12,6 +12,7 @@ real data and carry none of its statistics beyond what is documented here.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,10 @@ __all__ = [
     "write_insurance",
     "make_movielens",
     "write_movielens",
+    "write_movielens_side_files",
+    "find_real_data",
+    "make_epsilon_block",
+    "make_text_block",
     "MOVIELENS_1M",
     "make_image_folder",
     "ImageFolder",
@@ -191,16 +196,169 @@ def write_movielens(path: str | Path, n_users: int = 300, n_movies: int = 400,
     return p
 
 
-def make_image_folder(root: str | Path, n_classes: int = 3, images_per_class: int = 20,
-                      size: int = 32, seed: int = 0) -> Path:
-    """Write ``root/class_<k>/img_<i>.png`` images a small CNN can tell apart.
+#: ML-1M's users.dat codes: age groups and the 21 occupations (0-20).
+ML_AGES = (1, 18, 25, 35, 45, 50, 56)
+ML_GENRES = ("Action", "Adventure", "Animation", "Children's", "Comedy", "Crime", "Documentary",
+             "Drama", "Fantasy", "Film-Noir", "Horror", "Musical", "Mystery", "Romance",
+             "Sci-Fi", "Thriller", "War", "Western")
 
-    Class ``k`` has a bright square in one of several positions on a noisy
-    background with a class-specific tint.
+
+def write_movielens_side_files(folder: str | Path, ratings: str | Path | None = None,
+                               seed: int = 0) -> tuple[Path, Path]:
+    """Write ``users.dat`` and ``movies.dat`` in ML-1M's formats for the ids in ``ratings``.
+
+    ``users.dat``: ``UserID::Gender::Age::Occupation::Zip-code`` (Age one of
+    ML-1M's groups, Occupation 0-20); ``movies.dat``: ``MovieID::Title::Genres``
+    (titles like ``Title 12: Part 2 (1995)``, with a colon inside as real titles
+    have; Genres ``|``-separated from ML-1M's 18). Generated, not real.
+
+    Args:
+        folder: Where to write (created).
+        ratings: A ``ratings.dat`` whose user and movie ids the files cover
+            (default: ``folder/ratings.dat``).
+        seed: Random seed.
+
+    Returns:
+        ``(users_path, movies_path)``.
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    src = Path(ratings) if ratings is not None else folder / "ratings.dat"
+    u_ids, m_ids = _ids_of(src)
+    users, movies = np.unique(u_ids), np.unique(m_ids)
+    rng = np.random.default_rng(seed)
+    u_lines = [f"{u}::{'MF'[int(rng.integers(2))]}::{ML_AGES[int(rng.integers(len(ML_AGES)))]}::"
+               f"{int(rng.integers(21))}::{int(rng.integers(10000, 99999)):05d}" for u in users]
+    m_lines = []
+    for m in movies:
+        k = int(rng.integers(1, 4))
+        genres = "|".join(sorted(rng.choice(ML_GENRES, k, replace=False)))
+        part = f": Part {int(rng.integers(2, 4))}" if rng.random() < 0.1 else ""
+        m_lines.append(f"{m}::Title {m}{part} ({int(rng.integers(1919, 2001))})::{genres}")
+    up, mp = folder / "users.dat", folder / "movies.dat"
+    up.write_text("\n".join(u_lines) + "\n", encoding="latin-1")
+    mp.write_text("\n".join(m_lines) + "\n", encoding="latin-1")
+    return up, mp
+
+
+def _ids_of(ratings: Path) -> tuple[np.ndarray, np.ndarray]:
+    import pandas as pd
+
+    df = pd.read_csv(ratings, sep=":", header=None, usecols=[0, 2], names=["u", "m"],
+                     dtype="int64")
+    return df["u"].to_numpy(), df["m"].to_numpy()
+
+
+def find_real_data(name: str, search: Sequence[str | Path] = ()) -> Path | None:
+    """The real data file of ``name`` if one is present, else ``None``.
+
+    Looks for ``insurance.csv`` (``name="insurance"``) or ``ml-1m/ratings.dat``
+    (``name="movielens"``, with ``users.dat`` and ``movies.dat`` beside it when
+    they exist) in ``search``, then ``$ECOPT_DATA_DIR``, ``./data`` and
+    ``~/.ecopt/data``. Nothing is downloaded.
 
     Raises:
-        ValueError: for fewer than 2 classes, no images, or ``size < 8``.
+        ValueError: for an unknown name.
     """
+    import os
+
+    rel = {"insurance": ("insurance.csv",), "movielens": ("ml-1m/ratings.dat", "ratings.dat")}
+    if name not in rel:
+        raise ValueError(f"name must be one of {sorted(rel)}, got {name!r}")
+    roots = [Path(s) for s in search]
+    if os.environ.get("ECOPT_DATA_DIR"):
+        roots.append(Path(os.environ["ECOPT_DATA_DIR"]))
+    roots += [Path("data"), Path.home() / ".ecopt" / "data"]
+    for root in roots:
+        for r in rel[name]:
+            if (root / r).is_file():
+                return root / r
+    return None
+
+
+def make_epsilon_block(block: int, rows: int, features: int = 2000, seed: int = 0
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """One block of a dense binary-classification table shaped like PASCAL's Epsilon.
+
+    Epsilon has 2,000 dense features per row, each row scaled to unit L2 norm,
+    and balanced +-1 labels (400,000 training rows). Here the label is
+    ``x . w + noise > 0`` for one fixed random ``w`` (a linear model reaches
+    about 90 %, as on Epsilon); blocks are independent given ``(block, seed)``,
+    so a cluster can generate its partitions where they are used.
+
+    Args:
+        block: Block index (its rows are seeded by ``(seed, block)``).
+        rows: Rows in the block.
+        features: Columns (2,000 as in Epsilon).
+        seed: Data seed (``w`` depends on it only).
+
+    Returns:
+        ``(x, y)``: ``rows x features`` float32 and ``rows`` float32 labels in {0, 1}.
+
+    Raises:
+        ValueError: for ``rows < 1`` or ``features < 2``.
+    """
+    if rows < 1 or features < 2:
+        raise ValueError(f"rows >= 1 and features >= 2 must hold, got rows={rows}, "
+                         f"features={features}")
+    w = np.random.default_rng([seed, 2**31 - 1]).standard_normal(features)
+    rng = np.random.default_rng([seed, block])
+    x = rng.standard_normal((rows, features)).astype(np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    score = x @ w.astype(np.float32)
+    noise = rng.standard_normal(rows).astype(np.float32) * 0.3 * float(score.std() or 1.0)
+    return x, (score + noise > 0).astype(np.float32)
+
+
+_TEXT_VOCAB = 5000
+
+
+def make_text_block(block: int, docs: int, seed: int = 0) -> tuple[list[str], np.ndarray]:
+    """One block of a generated two-class text corpus (reviews-like, 20-80 words each).
+
+    Words are ``w<k>`` tokens from a 5,000-word Zipf vocabulary; each class
+    prefers its own 300-word slice of it (a positive document draws 12 % of its
+    words there, a negative one from the other slice), so a bag-of-words
+    classifier reaches about 90-95 % accuracy. Blocks are independent given
+    ``(block, seed)``.
+
+    Returns:
+        ``(documents, labels)``: ``docs`` strings and float32 labels in {0, 1}.
+
+    Raises:
+        ValueError: for ``docs < 1``.
+    """
+    if docs < 1:
+        raise ValueError(f"docs >= 1 must hold, got {docs}")
+    rng = np.random.default_rng([seed, block, 7])
+    ranks = np.arange(1, _TEXT_VOCAB + 1)
+    p = 1.0 / ranks ** 1.1
+    p /= p.sum()
+    labels = rng.integers(0, 2, docs)
+    lengths = rng.integers(20, 81, docs)
+    out = []
+    for y, n in zip(labels, lengths):
+        words = rng.choice(_TEXT_VOCAB, n, p=p)
+        topical = rng.random(n) < 0.12
+        words[topical] = rng.integers(0, 300, int(topical.sum())) + (300 if y else 900)
+        out.append(" ".join(f"w{k}" for k in words))
+    return out, labels.astype(np.float32)
+
+
+def make_image_folder(root: str | Path, n_classes: int = 3, images_per_class: int = 20,
+                      size: int = 32, seed: int = 0, image_format: str = "png") -> Path:
+    """Write ``root/class_<k>/img_<i>.png`` (or ``.jpg``) images a small CNN can tell apart.
+
+    Class ``k`` has a bright square in one of several positions on a noisy
+    background with a class-specific tint. ``image_format="jpeg"`` writes
+    quality-90 JPEGs (what photo datasets hold; decoding them costs CPU).
+
+    Raises:
+        ValueError: for fewer than 2 classes, no images, ``size < 8`` or an
+            unknown ``image_format``.
+    """
+    if image_format not in ("png", "jpeg"):
+        raise ValueError(f"image_format must be 'png' or 'jpeg', got {image_format!r}")
     from PIL import Image
 
     if n_classes < 2:
@@ -222,12 +380,12 @@ def make_image_folder(root: str | Path, n_classes: int = 3, images_per_class: in
             cy = int(size / 2 + np.sin(angle) * size / 4 + rng.integers(-1, 2))
             cx = int(size / 2 + np.cos(angle) * size / 4 + rng.integers(-1, 2))
             img[max(0, cy - q // 2):cy + q // 2, max(0, cx - q // 2):cx + q // 2] = 250
-            Image.fromarray(img.clip(0, 255).astype(np.uint8)).save(d / f"img_{i:04d}.png")
+            im = Image.fromarray(img.clip(0, 255).astype(np.uint8))
+            if image_format == "jpeg":
+                im.save(d / f"img_{i:04d}.jpg", quality=90)
+            else:
+                im.save(d / f"img_{i:04d}.png")
     return root
-
-
-def _decode(size: int) -> Any:
-    return _Decode(size)
 
 
 class _Decode:

@@ -12,6 +12,10 @@ preprocessed data); :func:`make_loader` turns a pipeline and a config into an
 * Per-sample datasets (:class:`~ecopt.data.pipeline.StagedDataset`) run their
   stages inside DataLoader workers; ``cache`` keeps every processed sample
   after the first epoch.
+* With a CUDA ``device``, batches arrive on it: with ``pin_memory`` the
+  DataLoader pins them (in its pinning thread) and each is copied with
+  ``non_blocking=True`` (:func:`ecopt.workloads.device.to_device`); without it,
+  a plain blocking copy.
 """
 
 from __future__ import annotations
@@ -151,7 +155,7 @@ class EpochLoader:
     """
 
     def __init__(self, source: TablePipeline | StagedDataset | Callable[[], tuple[Any, ...]] | Any,
-                 config: LoaderConfig) -> None:
+                 config: LoaderConfig, device: str | None = None) -> None:
         if not isinstance(config, LoaderConfig):
             raise ValueError(f"config must be a LoaderConfig, got {config!r}")
         if not (isinstance(source, TablePipeline) or hasattr(source, "__getitem__")
@@ -160,6 +164,7 @@ class EpochLoader:
                              f"returning a tuple of tensors, got {type(source).__name__}")
         self.source = source
         self.config = config
+        self.device = device
         self.epochs_run = 0
         self._cached: tuple[Any, ...] | None = None
         self._primed: tuple[Any, ...] | None = None
@@ -167,6 +172,15 @@ class EpochLoader:
 
     def __repr__(self) -> str:
         return f"EpochLoader({self.source!r}, {self.config!r})"
+
+    @property
+    def pin_memory(self) -> bool:
+        """Whether batches are pinned: the knob, and a CUDA target (or any GPU without ``device``)."""
+        if self.device is None:
+            return self.config.effective_pin_memory
+        from ecopt.workloads.device import is_cuda
+
+        return self.config.pin_memory and is_cuda(self.device)
 
     @property
     def kind(self) -> str:
@@ -197,7 +211,7 @@ class EpochLoader:
         if c.num_workers > 0:
             kw["prefetch_factor"] = c.prefetch_factor
         return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, generator=g,
-                          num_workers=c.num_workers, pin_memory=c.effective_pin_memory, **kw)
+                          num_workers=c.num_workers, pin_memory=self.pin_memory, **kw)
 
     def _batch_index(self, n: int) -> list[Any]:
         import torch
@@ -247,7 +261,13 @@ class EpochLoader:
         else:
             loader = self._dataloader(self.source, c.batch_size, shuffle=c.shuffle)
         self.epochs_run += 1
-        yield from loader
+        if self.device is None:
+            yield from loader
+            return
+        from ecopt.workloads.device import to_device
+
+        for batch in loader:
+            yield to_device(batch, self.device, pin=self.pin_memory)
 
     def clear_cache(self) -> None:
         """Drop cached tensors (the next epoch preprocesses again)."""
@@ -255,7 +275,8 @@ class EpochLoader:
 
 
 def make_loader(source: TablePipeline | StagedDataset | Callable[[], tuple[Any, ...]] | Any,
-                config: LoaderConfig | Mapping[str, Any] | None = None, **knobs: Any) -> EpochLoader:
+                config: LoaderConfig | Mapping[str, Any] | None = None, *,
+                device: str | None = None, **knobs: Any) -> EpochLoader:
     """An :class:`EpochLoader` over a pipeline with the given knobs.
 
     Args:
@@ -263,6 +284,8 @@ def make_loader(source: TablePipeline | StagedDataset | Callable[[], tuple[Any, 
             map-style dataset of ``(x, y)`` items), or a callable producing a
             tuple of equally long tensors (called every epoch unless ``cache``).
         config: A :class:`LoaderConfig`, or trial params to read the knobs from.
+        device: Put every batch on this device (``cpu``, ``cuda[:N]``); ``None``
+            leaves batches where the DataLoader made them.
         **knobs: Knob overrides (``batch_size=128``...).
 
     Raises:
@@ -282,4 +305,4 @@ def make_loader(source: TablePipeline | StagedDataset | Callable[[], tuple[Any, 
         cfg = LoaderConfig.from_params(config, **knobs)
     else:
         raise ValueError(f"config must be a LoaderConfig or a params dict, got {config!r}")
-    return EpochLoader(source, cfg)
+    return EpochLoader(source, cfg, device)

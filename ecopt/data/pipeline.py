@@ -47,6 +47,8 @@ class StageTrace:
         measured: Whether the meter measured (``False`` for estimates).
         source: Energy provenance, e.g. ``"estimate-cpu-time"``.
         samples: Items the stage processed in the window.
+        out_bytes: Bytes of the stage's output for those items (what caching
+            after this stage would keep), or NaN when not measured.
     """
 
     name: str
@@ -57,6 +59,7 @@ class StageTrace:
     measured: bool
     source: str
     samples: int
+    out_bytes: float = float("nan")
 
     @property
     def rate(self) -> float:
@@ -71,7 +74,8 @@ class StageTrace:
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "kind": self.kind, "duration_s": self.duration_s,
                 "cpu_s": self.cpu_s, "energy_j": self.energy_j, "measured": self.measured,
-                "source": self.source, "samples": self.samples, "rate": self.rate}
+                "source": self.source, "samples": self.samples, "rate": self.rate,
+                "out_bytes": self.out_bytes}
 
 
 @dataclass
@@ -169,22 +173,83 @@ class TablePipeline:
         with StageWindow("read", "table", meter) as w:
             frame = b.materialise(b.read(self.path, s))
         n = _rows(frame)
-        traces.append(_with_samples(w, n))
+        traces.append(_with_samples(w, n, frame_bytes(frame)))
         for name, fn in (("impute", b.impute), ("encode", b.encode), ("normalise", b.normalise)):
             with StageWindow(name, "table", meter) as w:
                 frame = b.materialise(fn(frame, s, stats))
-            traces.append(_with_samples(w, n))
+            traces.append(_with_samples(w, n, frame_bytes(frame)))
         with StageWindow("to_tensor", "table", meter) as w:
             arrays = b.to_arrays(frame, s, stats)
             table = build_tensor_table(arrays, s, feature_names(s, stats["categories"]), stats)
-        traces.append(_with_samples(w, len(table)))
+        traces.append(_with_samples(w, len(table), float(table.nbytes)))
         return table, traces
 
+    def run_prefix(self, stage: str) -> tuple[Any, dict[str, Any]]:
+        """Run the stages up to and including ``stage``; return what a cache there keeps.
 
-def _with_samples(w: StageWindow, n: int) -> StageTrace:
+        Returns:
+            ``(frame, stats)``: the materialised frame after ``stage`` and the
+            constants the stages so far computed (means, categories...), which
+            :meth:`run_suffix` needs. For ``"to_tensor"`` the frame is the
+            :class:`~ecopt.data.schema.TensorTable`.
+
+        Raises:
+            ValueError: for a stage not in :attr:`stage_names`.
+        """
+        names = list(self.stage_names)
+        if stage not in names:
+            raise ValueError(f"stage must be one of {names}, got {stage!r}")
+        if stage == "to_tensor":
+            return self.run(), {}
+        b, s = self.backend, self.schema
+        stats: dict[str, Any] = {}
+        frame = b.materialise(b.read(self.path, s))
+        for name, fn in self._middle()[:names.index(stage)]:
+            frame = b.materialise(fn(frame, s, stats))
+        return frame, stats
+
+    def run_suffix(self, stage: str, frame: Any, stats: dict[str, Any]) -> TensorTable:
+        """The stages after ``stage`` on what :meth:`run_prefix` returned (stats are copied)."""
+        from ecopt.data.backends.base import feature_names
+        from ecopt.data.schema import build_tensor_table
+
+        names = list(self.stage_names)
+        if stage not in names:
+            raise ValueError(f"stage must be one of {names}, got {stage!r}")
+        if stage == "to_tensor":
+            return frame  # type: ignore[no-any-return]
+        b, s = self.backend, self.schema
+        st = dict(stats)
+        for name, fn in self._middle()[names.index(stage):]:
+            frame = fn(frame, s, st)
+        arrays = b.to_arrays(frame, s, st)
+        return build_tensor_table(arrays, s, feature_names(s, st["categories"]), st)
+
+    def _middle(self) -> list[tuple[str, Any]]:
+        b = self.backend
+        return [("impute", b.impute), ("encode", b.encode), ("normalise", b.normalise)]
+
+
+def _with_samples(w: StageWindow, n: int, out_bytes: float = float("nan")) -> StageTrace:
     assert w.trace is not None
     w.trace.samples = n
+    w.trace.out_bytes = out_bytes
     return w.trace
+
+
+def frame_bytes(frame: Any) -> float:
+    """Bytes a frame holds in memory (pandas deep usage, polars estimate, dask summed)."""
+    try:
+        if hasattr(frame, "collect"):  # polars LazyFrame of an already computed frame
+            return float(frame.collect().estimated_size())
+        if hasattr(frame, "estimated_size"):
+            return float(frame.estimated_size())
+        usage = frame.memory_usage(deep=True).sum()
+        if hasattr(usage, "compute"):
+            usage = usage.compute()
+        return float(usage)
+    except Exception:  # noqa: BLE001 - sizes are advisory; an unknown frame is NaN
+        return float("nan")
 
 
 def _rows(frame: Any) -> int:

@@ -15,9 +15,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ecopt.errors import TrialPruned
+from ecopt.pruners.base import Decision, Pruner
 from ecopt.trial import Trial
 
-__all__ = ["zdt1", "quick", "Sleepy", "VariableSleep", "ZDT1Sleep", "Leader", "PidThenSleep", "Suicide", "report_env", "pending_seen"]
+__all__ = ["zdt1", "quick", "Sleepy", "VariableSleep", "ZDT1Sleep", "Leader", "PidThenSleep", "Suicide",
+           "report_env", "pending_seen", "Curve", "OddTrialsPruner", "SleepByNumber"]
 
 
 def zdt1(x: float, y: float) -> dict[str, float]:
@@ -182,3 +185,57 @@ def pending_seen(trial: Trial) -> dict[str, Any]:
     """ZDT1 after 0.3 s (for async-proposal tests, which inspect the sampler's inputs)."""
     time.sleep(0.3)
     return zdt1(float(trial["x"]), float(trial["y"]))
+
+
+class Curve:
+    """ZDT1 approached over ``steps`` epochs: reports ``f1``/``f2`` each epoch, stops when told.
+
+    Each epoch is a ``train`` phase of ``epoch_s`` seconds of this thread's CPU
+    time; ``f2`` starts 1.0 above its final value and closes in as ``1/epoch``.
+    """
+
+    def __init__(self, steps: int = 5, epoch_s: float = 0.01) -> None:
+        self.steps = steps
+        self.epoch_s = epoch_s
+
+    def __call__(self, trial: Trial) -> dict[str, float]:
+        final = zdt1(float(trial["x"]), float(trial["y"]))
+        for epoch in range(1, self.steps + 1):
+            with trial.phase("train", samples=10):
+                end = time.thread_time() + self.epoch_s
+                while time.thread_time() < end:
+                    pass
+            now = {"f1": final["f1"], "f2": final["f2"] + 1.0 / epoch}
+            trial.report(epoch, now)
+            if trial.should_stop():
+                raise TrialPruned()
+        return final
+
+
+class OddTrialsPruner(Pruner):
+    """Prunes odd-numbered trials at ``at_step`` (a deterministic pruner for tests)."""
+
+    name = "odd-trials"
+
+    def __init__(self, at_step: int = 2) -> None:
+        super().__init__()
+        self.at_step = at_step
+
+    def decide(self, trial: Trial, history: Any) -> Decision:
+        step = trial.intermediate[-1].step
+        if trial.number % 2 == 1 and step >= self.at_step:
+            return Decision(True, f"odd trial at step {step} (saw {len(history)} finished)",
+                            {"step": step})
+        return Decision(False)
+
+
+class SleepByNumber:
+    """ZDT1 after a ``work`` phase that sleeps ``durations[trial.number]`` (else ``default_s``)."""
+
+    def __init__(self, durations: dict[int, float], default_s: float = 0.1) -> None:
+        self.durations = dict(durations)
+        self.default_s = default_s
+
+    def __call__(self, trial: Trial) -> dict[str, float]:
+        _work(trial, self.durations.get(trial.number, self.default_s), False)
+        return zdt1(float(trial["x"]), float(trial["y"]))

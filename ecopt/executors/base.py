@@ -24,9 +24,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
-from ecopt.errors import EcoptError
+from ecopt.errors import ExecutorLostError
 from ecopt.trial import ErrorInfo, Trial, TrialOutcome, run_objective
 
 __all__ = [
@@ -44,16 +45,6 @@ __all__ = [
 WORKER_LOST = "WorkerLost"
 #: Error type of a trial that ran longer than the executor's ``trial_timeout_s``.
 TRIAL_TIMEOUT = "TrialTimeout"
-
-
-class ExecutorLostError(EcoptError):
-    """The executor as a whole went away (e.g. the Dask scheduler stopped).
-
-    Raised by :meth:`ecopt.Study.optimize` after every trial in flight was
-    recorded as failed (``Interrupted``). The trial log is complete: restart the
-    scheduler (or pick another executor), re-open the study with the same
-    storage directory and call ``optimize`` again to resume.
-    """
 
 
 def _now_iso() -> str:
@@ -143,6 +134,15 @@ class Executor(ABC):
         Trial-level faults (worker died, timeout) resolve to an outcome with an
         error. A future that raises :class:`ExecutorLostError` means the whole
         executor is gone; any other exception fails that trial only.
+        """
+
+    def attach(self, study_dir: Path | None) -> None:
+        """Called by the study before its trials are submitted.
+
+        Executors that start local worker processes list them in
+        ``<study_dir>/.workers`` (see :mod:`ecopt.executors.orphans`), so a
+        later open of the study can refuse while orphans of a killed driver
+        still run trials. The default does nothing.
         """
 
     def check_objective(self, objective: Callable[[Trial], Any]) -> None:

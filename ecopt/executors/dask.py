@@ -37,7 +37,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-from ecopt.errors import EcoptError
+from ecopt.errors import DaskUnavailableError
 from ecopt.executors.base import (
     TRIAL_TIMEOUT,
     WORKER_LOST,
@@ -54,10 +54,6 @@ __all__ = ["DaskExecutor", "DaskUnavailableError"]
 log = logging.getLogger("ecopt")
 
 _INSTALL_HINT = "pip install 'ecopt[distributed]' (or: pip install 'dask[distributed]')"
-
-
-class DaskUnavailableError(EcoptError):
-    """Dask distributed is not installed, or its scheduler cannot be reached."""
 
 
 def _run_on_worker(objective: Callable[[Trial], Any], trial: Trial,
@@ -444,10 +440,21 @@ class DaskExecutor(Executor):
         finally:
             quiet.setLevel(old_level)
         if self._cluster is not None:
+            # Our own embedded cluster, every job already resolved: what its scheduler says
+            # while its workers are torn down ("... workers died while trying to run it")
+            # is about the teardown, not the study, so it is not shown as an ERROR.
+            loggers = [logging.getLogger(n) for n in ("distributed.scheduler",
+                                                      "distributed.nanny", "distributed.worker")]
+            levels = [lg.level for lg in loggers]
+            for lg in loggers:
+                lg.setLevel(logging.CRITICAL)
             try:
                 self._cluster.close(timeout=20)
             except Exception:
                 pass
+            finally:
+                for lg, lvl in zip(loggers, levels):
+                    lg.setLevel(lvl)
 
 
 def _host_of(addr: str) -> str:

@@ -34,7 +34,7 @@ from typing import Any
 from ecopt.errors import MeterError, MeterUnavailableError
 from ecopt.meters.base import ComponentEnergy, Meter, sync_cuda_if_used
 
-__all__ = ["NVMLMeter", "visible_gpu_selectors"]
+__all__ = ["NVMLMeter", "visible_gpu_selectors", "visible_gpus", "select_gpus"]
 
 _INSTALL_HINT = "pip install 'ecopt[gpu]' (nvidia-ml-py)"
 #: NVML energy counters are unsigned 64-bit millijoules.
@@ -70,6 +70,55 @@ def visible_gpu_selectors(env: str | None = None) -> list[str] | None:
             break
         out.append(item)
     return out
+
+
+def visible_gpus(nv: Any, count: int | None = None) -> list[tuple[int, Any]]:
+    """``(nvml index, handle)`` of each GPU CUDA can see, in CUDA's order.
+
+    ``CUDA_VISIBLE_DEVICES`` is honoured (indices or ``GPU-<uuid>`` entries, stopping at
+    the first invalid one as CUDA does); unset, every GPU in NVML's order.
+
+    Args:
+        nv: The initialised ``pynvml`` module.
+        count: ``nvmlDeviceGetCount()`` if already known.
+
+    Raises:
+        pynvml.NVMLError: from NVML.
+    """
+    if count is None:
+        count = int(nv.nvmlDeviceGetCount())
+    selectors = visible_gpu_selectors()
+    if selectors is None:
+        return [(i, nv.nvmlDeviceGetHandleByIndex(i)) for i in range(count)]
+    visible: list[tuple[int, Any]] = []
+    for sel in selectors:
+        if sel.isdigit():
+            if int(sel) >= count:
+                break  # CUDA ignores entries after an invalid one
+            visible.append((int(sel), nv.nvmlDeviceGetHandleByIndex(int(sel))))
+        else:
+            h = nv.nvmlDeviceGetHandleByUUID(sel if sel.startswith("GPU-") else f"GPU-{sel}")
+            visible.append((int(nv.nvmlDeviceGetIndex(h)), h))
+    return visible
+
+
+def select_gpus(requested: list[int] | tuple[int, ...] | None, n_visible: int) -> list[int]:
+    """The CUDA indices asked for (default: all ``n_visible``), checked.
+
+    Raises:
+        ValueError: for an empty list, an index outside ``[0, n_visible - 1]`` or a repeat.
+    """
+    wanted = [int(g) for g in requested] if requested is not None else list(range(n_visible))
+    if not wanted:
+        raise ValueError("gpus must name at least one GPU index, got []")
+    for g in wanted:
+        if not 0 <= g < n_visible:
+            raise ValueError(
+                f"GPU index must be in [0, {n_visible - 1}] ({n_visible} visible GPU(s), "
+                f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}), got {g}")
+    if len(set(wanted)) != len(wanted):
+        raise ValueError(f"GPU indices must be unique, got {wanted}")
+    return wanted
 
 
 @dataclass
@@ -136,38 +185,14 @@ class NVMLMeter(Meter):
                 "driver, or use meter='estimate'") from None
         try:
             count = int(nv.nvmlDeviceGetCount())
-            selectors = visible_gpu_selectors()
-            if selectors is None:
-                visible: list[tuple[int, Any]] = [
-                    (i, nv.nvmlDeviceGetHandleByIndex(i)) for i in range(count)]
-            else:
-                visible = []
-                for sel in selectors:
-                    if sel.isdigit():
-                        if int(sel) >= count:
-                            break  # CUDA ignores entries after an invalid one
-                        visible.append((int(sel), nv.nvmlDeviceGetHandleByIndex(int(sel))))
-                    else:
-                        h = nv.nvmlDeviceGetHandleByUUID(sel if sel.startswith("GPU-") else
-                                                          f"GPU-{sel}")
-                        visible.append((int(nv.nvmlDeviceGetIndex(h)), h))
+            visible = visible_gpus(nv, count)
         except nv.NVMLError as exc:
             raise MeterError(f"NVML failed while listing GPUs: {exc}") from None
         if not visible:
             raise MeterUnavailableError(
                 f"NVML sees no usable GPU (device count {count}, CUDA_VISIBLE_DEVICES="
                 f"{os.environ.get('CUDA_VISIBLE_DEVICES')!r}); use meter='estimate'")
-        wanted = self.gpus_requested if self.gpus_requested is not None else list(range(len(visible)))
-        if not wanted:
-            raise ValueError("gpus must name at least one GPU index, got []")
-        for g in wanted:
-            if not 0 <= g < len(visible):
-                raise ValueError(
-                    f"GPU index must be in [0, {len(visible) - 1}] ({len(visible)} visible "
-                    f"GPU(s), CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}), "
-                    f"got {g}")
-        if len(set(wanted)) != len(wanted):
-            raise ValueError(f"GPU indices must be unique, got {wanted}")
+        wanted = select_gpus(self.gpus_requested, len(visible))
         self._gpus: list[_Gpu] = []
         for g in wanted:
             nvml_index, h = visible[g]
@@ -210,6 +235,13 @@ class NVMLMeter(Meter):
             return int(nv.nvmlDeviceGetCount()) > 0
         except Exception:
             return False
+
+    @property
+    def update_period_s(self) -> float:
+        """How often a reading changes: the counter's refresh period, or the sampling period."""
+        periods = [self.counter_period_s if g.counter else self.sampling_period_s
+                   for g in self._gpus]
+        return max(periods)
 
     @property
     def components(self) -> list[str]:

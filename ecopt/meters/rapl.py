@@ -31,17 +31,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ecopt.errors import MeterError, MeterUnavailableError
+from ecopt.errors import MeterError, MeterUnavailableError, RaplPermissionError
 from ecopt.meters.base import ComponentEnergy, Meter
 
 __all__ = ["RaplMeter", "RaplPermissionError", "DEFAULT_POWERCAP_ROOT", "find_rapl_domains"]
 
 DEFAULT_POWERCAP_ROOT = "/sys/class/powercap"
 _ZONE = re.compile(r"^intel-rapl:(\d+)(?::(\d+))?$")
-
-
-class RaplPermissionError(MeterUnavailableError):
-    """RAPL counters exist but this user may not read them."""
 
 
 @dataclass(frozen=True)

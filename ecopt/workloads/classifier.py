@@ -5,7 +5,14 @@ scikit-learn: no download). The objective reads these params from the trial
 (missing ones take the defaults of :class:`ClassifierObjective`):
 
 ``width`` (hidden units), ``depth`` (hidden layers), ``lr`` (Adam learning
-rate), ``batch_size`` (training batch), ``epochs``, ``inference_batch_size``.
+rate), ``batch_size`` (training batch), ``epochs``, ``inference_batch_size``,
+``precision`` (``float32``, ``bfloat16`` or ``float16`` autocast, training and
+inference; see :class:`ecopt.workloads.device.Precision`).
+
+It runs on ``device`` (``auto``: the GPU when there is one; see
+:mod:`ecopt.workloads.device`): model, batches and loss there, batches copied
+from pinned memory on CUDA; a CUDA out-of-memory makes the trial infeasible;
+``peak_host_rss_gb`` (and on CUDA ``peak_device_memory_gb``) are recorded.
 
 It measures two phases, ``train`` and ``inference`` (``inference_passes``
 passes over the test set, so the window is long enough for a meter to resolve)
@@ -18,12 +25,22 @@ Example:
 
 from __future__ import annotations
 
+import math
+import time
+
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ecopt.trial import Trial
+from ecopt.workloads.device import (
+    Precision,
+    place_model,
+    resolve_device,
+    to_device,
+    trial_on_device,
+)
 
 __all__ = ["ClassifierObjective", "CachedDataObjective", "build_mlp", "load_digits_split", "train_classifier", "evaluate",
            "count_parameters"]
@@ -76,13 +93,23 @@ def count_parameters(model: Any) -> int:
 
 
 def train_classifier(model: Any, X: np.ndarray, y: np.ndarray, lr: float, batch_size: int,
-                     epochs: int, seed: int = 0) -> float:
-    """Train with Adam and cross-entropy; returns the last epoch's mean loss."""
+                     epochs: int, seed: int = 0, device: str = "cpu",
+                     precision: str = "float32") -> float:
+    """Train with Adam and cross-entropy; returns the last epoch's mean loss.
+
+    Args:
+        model: A torch module, already on ``device`` (:func:`place_model`).
+        X, y: Training data (host arrays; each batch is copied to ``device``).
+        lr, batch_size, epochs, seed: Adam's rate, batch, passes, shuffling seed.
+        device: A resolved device (``cpu``, ``cuda[:N]``).
+        precision: ``float32``, ``bfloat16`` or ``float16`` autocast.
+    """
     import torch
 
     if batch_size < 1 or epochs < 1 or not lr > 0:
         raise ValueError(f"batch_size >= 1, epochs >= 1 and lr > 0 must hold, got "
                          f"batch_size={batch_size}, epochs={epochs}, lr={lr}")
+    prec = Precision(precision, device)
     g = torch.Generator().manual_seed(seed)
     Xt, yt = torch.from_numpy(X), torch.from_numpy(y)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
@@ -91,34 +118,45 @@ def train_classifier(model: Any, X: np.ndarray, y: np.ndarray, lr: float, batch_
     last = float("nan")
     for _ in range(epochs):
         perm = torch.randperm(len(Xt), generator=g)
-        total, n = 0.0, 0
+        # Summed on the device: one host sync per epoch, not one per batch.
+        total = torch.zeros((), device=device)
         for i in range(0, len(Xt), batch_size):
             idx = perm[i:i + batch_size]
+            xb, yb = to_device((Xt[idx], yt[idx]), device)
             opt.zero_grad()
-            loss = loss_fn(model(Xt[idx]), yt[idx])
-            loss.backward()
-            opt.step()
-            total += loss.item() * len(idx)
-            n += len(idx)
-        last = total / n
+            with prec.autocast():
+                loss = loss_fn(model(xb), yb)
+            prec.step(loss, opt)
+            total += loss.detach().float() * len(idx)
+        last = float(total) / len(Xt)
     return last
 
 
 def evaluate(model: Any, X: np.ndarray, y: np.ndarray, batch_size: int = 256,
-             passes: int = 1) -> float:
-    """Accuracy over ``X``; ``passes`` repeats the whole inference (for metering)."""
+             passes: int = 1, device: str = "cpu", precision: str = "float32") -> float:
+    """Accuracy over ``X``; ``passes`` repeats the whole inference (for metering).
+
+    Batches are copied to ``device`` inside the loop (the copy is part of inference).
+    """
     import torch
 
+    prec = Precision(precision, device)
     model.eval()
     Xt, yt = torch.from_numpy(X), torch.from_numpy(y)
-    correct = 0
+    correct = torch.zeros((), dtype=torch.int64, device=device)
     with torch.inference_mode():
         for _ in range(passes):
-            correct = 0
+            correct.zero_()
             for i in range(0, len(Xt), batch_size):
-                correct += int((model(Xt[i:i + batch_size]).argmax(dim=1)
-                                == yt[i:i + batch_size]).sum())
-    return correct / len(Xt)
+                xb, yb = to_device((Xt[i:i + batch_size], yt[i:i + batch_size]), device)
+                with prec.autocast():
+                    out = model(xb)
+                correct += (out.argmax(dim=1) == yb).sum()
+    return int(correct) / len(Xt)
+
+
+#: At most this many inference passes, however fast one pass is.
+_MAX_PASSES = 100_000
 
 
 class CachedDataObjective:
@@ -133,6 +171,9 @@ class CachedDataObjective:
     def __post_init__(self) -> None:
         if self.inference_passes < 1:
             raise ValueError(f"inference_passes >= 1 must hold, got {self.inference_passes}")
+        min_s = getattr(self, "inference_min_s", 0.0)
+        if not min_s >= 0:
+            raise ValueError(f"inference_min_s >= 0 must hold, got {min_s}")
         self._data: tuple[np.ndarray, ...] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
@@ -151,8 +192,16 @@ class ClassifierObjective(CachedDataObjective):
         epochs: Training epochs when the trial has no ``epochs`` param.
         width, depth, lr, batch_size: Defaults for params the space does not search.
         inference_batch_size: Default inference batch.
-        inference_passes: Passes over the test set inside the ``inference`` phase.
+        inference_passes: Least passes over the test set inside the ``inference``
+            phase.
+        inference_min_s: Least seconds the ``inference`` phase lasts: a timed
+            ``warmup`` pass first sets how many passes that takes, so the
+            window is long enough for a meter to resolve (a 2 ms window gives
+            samples/J that are mostly noise). The passes run are recorded as
+            the metric ``inference_passes``.
         seed: Data split and training seed.
+        device: ``auto``, ``cpu``, ``cuda`` or ``cuda:N``.
+        precision: Default ``precision`` (``float32``, ``bfloat16``, ``float16``).
     """
 
     epochs: int = 4
@@ -162,7 +211,10 @@ class ClassifierObjective(CachedDataObjective):
     batch_size: int = 64
     inference_batch_size: int = 256
     inference_passes: int = 20
+    inference_min_s: float = 0.25
     seed: int = 0
+    device: str = "auto"
+    precision: str = "float32"
 
     def _p(self, trial: Trial, name: str) -> Any:
         return trial.params.get(name, getattr(self, name))
@@ -170,20 +222,37 @@ class ClassifierObjective(CachedDataObjective):
     def __call__(self, trial: Trial) -> dict[str, float]:
         import torch
 
-        with trial.phase("load"):
-            if self._data is None:
-                self._data = load_digits_split(seed=self.seed)
-            Xtr, ytr, Xte, yte = self._data
-        torch.manual_seed(self.seed + trial.number)
-        model = build_mlp(Xtr.shape[1], int(ytr.max()) + 1, int(self._p(trial, "width")),
-                          int(self._p(trial, "depth")))
-        trial.set_metric("n_params", count_parameters(model))
-        with trial.phase("train", samples=len(Xtr) * int(self._p(trial, "epochs"))):
-            train_classifier(model, Xtr, ytr, float(self._p(trial, "lr")),
-                             int(self._p(trial, "batch_size")), int(self._p(trial, "epochs")),
-                             seed=self.seed + trial.number)
-        n_inf = len(Xte) * self.inference_passes
-        with trial.phase("inference", samples=n_inf):
-            acc = evaluate(model, Xte, yte, int(self._p(trial, "inference_batch_size")),
-                           passes=self.inference_passes)
+        device = resolve_device(self.device)
+        precision = str(self._p(trial, "precision"))
+        Precision(precision, device)  # validate before anything runs
+        with trial_on_device(trial, device):
+            with trial.phase("load"):
+                if self._data is None:
+                    self._data = load_digits_split(seed=self.seed)
+                Xtr, ytr, Xte, yte = self._data
+            torch.manual_seed(self.seed + trial.number)
+            model = place_model(build_mlp(Xtr.shape[1], int(ytr.max()) + 1,
+                                          int(self._p(trial, "width")),
+                                          int(self._p(trial, "depth"))), device)
+            trial.set_metric("n_params", count_parameters(model))
+            with trial.phase("train", samples=len(Xtr) * int(self._p(trial, "epochs"))):
+                train_classifier(model, Xtr, ytr, float(self._p(trial, "lr")),
+                                 int(self._p(trial, "batch_size")), int(self._p(trial, "epochs")),
+                                 seed=self.seed + trial.number, device=device,
+                                 precision=precision)
+            inf_batch = int(self._p(trial, "inference_batch_size"))
+            with trial.phase("warmup", samples=2 * len(Xte)):
+                # The first pass pays one-time costs (allocations, kernels): time the second.
+                evaluate(model, Xte, yte, inf_batch, passes=1, device=device,
+                         precision=precision)
+                t0 = time.perf_counter()
+                evaluate(model, Xte, yte, inf_batch, passes=1, device=device,
+                         precision=precision)
+                one_pass_s = max(time.perf_counter() - t0, 1e-6)
+            passes = min(max(self.inference_passes,
+                             math.ceil(self.inference_min_s / one_pass_s)), _MAX_PASSES)
+            trial.set_metric("inference_passes", passes)
+            with trial.phase("inference", samples=len(Xte) * passes):
+                acc = evaluate(model, Xte, yte, inf_batch, passes=passes, device=device,
+                               precision=precision)
         return {"accuracy": acc, "samples_per_joule": trial.samples_per_joule("inference")}

@@ -16,6 +16,13 @@ FLOPs are counted by ``torch.utils.flop_counter.FlopCounterMode`` on one
 forward pass (:func:`count_flops`): one multiply-add is 2 FLOPs, and only the
 operators torch counts (convolutions, matrix products) enter.
 
+Device and precision: ``device`` (``auto`` = the GPU when there is one) holds
+the model, every batch (copied from pinned memory on CUDA) and the loss;
+``precision`` (``float32``, ``bfloat16``, ``float16`` autocast) is a trial
+param like the architecture's; a CUDA out-of-memory makes the trial
+infeasible; ``peak_host_rss_gb`` and on CUDA ``peak_device_memory_gb`` are
+recorded (see :mod:`ecopt.workloads.device`).
+
 Example:
     >>> objective = CNNObjective(epochs=5)
     >>> space = ecopt.SearchSpace({"channels": ecopt.Int(4, 64, log=True),
@@ -38,6 +45,12 @@ from ecopt.workloads.classifier import (
     count_parameters,
     evaluate,
     train_classifier,
+)
+from ecopt.workloads.device import (
+    Precision,
+    place_model,
+    resolve_device,
+    trial_on_device,
 )
 
 __all__ = ["POOLINGS", "build_cnn", "conv_output_size", "count_flops", "load_digits_images",
@@ -117,8 +130,10 @@ def count_flops(model: Any, input_shape: tuple[int, ...]) -> int:
     was_training = model.training
     model.eval()
     counter = FlopCounterMode(display=False)
+    param = next(model.parameters(), None)
+    device = param.device if param is not None else "cpu"
     with torch.no_grad(), counter:
-        model(torch.zeros(*input_shape))
+        model(torch.zeros(*input_shape, device=device))
     model.train(was_training)
     return int(counter.get_total_flops())
 
@@ -199,9 +214,10 @@ class CNNObjective(CachedDataObjective):
     """Train + evaluate a CNN; returns ``accuracy`` and inference ``samples_per_joule``.
 
     Reads ``channels``, ``depth``, ``kernel_size``, ``stride``, ``pooling``,
-    ``batch_size``, ``lr`` and ``epochs`` from the trial (defaults below when the
-    space does not search them). Records ``n_params`` and ``flops`` (per image)
-    as metrics. Picklable; the data is loaded once per process.
+    ``batch_size``, ``lr``, ``epochs`` and ``precision`` from the trial
+    (defaults below when the space does not search them). Records ``n_params``
+    and ``flops`` (per image) as metrics, and the data set as the user
+    attribute ``data``. Picklable; the data is loaded once per process.
 
     Args:
         cifar10_dir: Read CIFAR-10 from here instead of digits.
@@ -209,6 +225,8 @@ class CNNObjective(CachedDataObjective):
         inference_passes: Passes over the test set inside the ``inference`` phase.
         inference_batch_size: Inference batch.
         seed: Split and training seed.
+        device: ``auto``, ``cpu``, ``cuda`` or ``cuda:N``.
+        precision: Default ``precision`` (``float32``, ``bfloat16``, ``float16``).
     """
 
     cifar10_dir: str | None = None
@@ -225,6 +243,15 @@ class CNNObjective(CachedDataObjective):
     inference_batch_size: int = 256
     inference_passes: int = 20
     seed: int = 0
+    device: str = "auto"
+    precision: str = "float32"
+
+    @property
+    def data_name(self) -> str:
+        """What the objective trains on, as recorded with every trial."""
+        if self.cifar10_dir is not None:
+            return f"CIFAR-10 python batches from {self.cifar10_dir}"
+        return "scikit-learn digits as 1x8x8 images (the default; NOT CIFAR-10)"
 
     def data(self) -> tuple[np.ndarray, ...]:
         """``(X_train, y_train, X_test, y_test)``, loaded on first use."""
@@ -249,18 +276,27 @@ class CNNObjective(CachedDataObjective):
     def __call__(self, trial: Trial) -> dict[str, float]:
         import torch
 
-        with trial.phase("load"):
-            Xtr, ytr, Xte, yte = self.data()
-        torch.manual_seed(self.seed + trial.number)
-        model = self.build(trial.params)
-        trial.set_metric("n_params", count_parameters(model))
-        trial.set_metric("flops", count_flops(model, (1, *Xtr.shape[1:])))
-        epochs = int(self._p(trial, "epochs"))
-        with trial.phase("train", samples=len(Xtr) * epochs):
-            train_classifier(model, Xtr, ytr, float(self._p(trial, "lr")),
-                             int(self._p(trial, "batch_size")), epochs,
-                             seed=self.seed + trial.number)
-        with trial.phase("inference", samples=len(Xte) * self.inference_passes):
-            acc = evaluate(model, Xte, yte, self.inference_batch_size,
-                           passes=self.inference_passes)
+        device = resolve_device(self.device)
+        precision = str(self._p(trial, "precision"))
+        Precision(precision, device)  # validate before anything runs
+        trial.set_user_attr("data", self.data_name)
+        with trial_on_device(trial, device):
+            with trial.phase("load"):
+                Xtr, ytr, Xte, yte = self.data()
+            # FLOPs from a shape-only (meta) copy: no compute, nothing on any device.
+            with torch.device("meta"):
+                shapes = self.build(trial.params)
+            trial.set_metric("flops", count_flops(shapes, (1, *Xtr.shape[1:])))
+            torch.manual_seed(self.seed + trial.number)
+            model = place_model(self.build(trial.params), device)
+            trial.set_metric("n_params", count_parameters(model))
+            epochs = int(self._p(trial, "epochs"))
+            with trial.phase("train", samples=len(Xtr) * epochs):
+                train_classifier(model, Xtr, ytr, float(self._p(trial, "lr")),
+                                 int(self._p(trial, "batch_size")), epochs,
+                                 seed=self.seed + trial.number, device=device,
+                                 precision=precision)
+            with trial.phase("inference", samples=len(Xte) * self.inference_passes):
+                acc = evaluate(model, Xte, yte, self.inference_batch_size,
+                               passes=self.inference_passes, device=device, precision=precision)
         return {"accuracy": acc, "samples_per_joule": trial.samples_per_joule("inference")}

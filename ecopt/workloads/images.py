@@ -8,10 +8,16 @@ There is no dataframe here: a ``backend`` in the params is ignored (recorded
 as a user attribute).
 
 Knobs (``trial.params``, defaults in brackets): ``batch_size`` [32],
-``num_workers`` [0], ``prefetch_factor`` [2], ``pin_memory`` [False],
-``cache`` [True: decoded tensors kept after the first epoch], ``lr`` [1e-2],
-``channels`` [8], ``depth`` [2], ``epochs`` [8], ``image_size`` [32],
-``threads`` [None].
+``num_workers`` [0], ``prefetch_factor`` [2], ``pin_memory`` [True; CUDA
+only], ``cache`` [True: decoded tensors kept after the first epoch], ``lr``
+[1e-2], ``channels`` [8], ``depth`` [2], ``epochs`` [8], ``image_size`` [32],
+``threads`` [None], ``precision`` [float32; or ``bfloat16``/``float16``
+autocast].
+
+The CNN, batches and loss live on ``device`` (``auto``: the GPU when there is
+one); decoding stays on the CPU (in the loader), and decoded batches are
+copied from pinned memory; a CUDA out-of-memory makes the trial infeasible
+(see :mod:`ecopt.workloads.device`).
 
 Phases: ``load`` (list the folder), ``preprocess`` (with ``cache``: decode every
 training image once; without it this phase is empty and decoding happens in
@@ -33,7 +39,13 @@ from ecopt.data.datasets import ImageFolder
 from ecopt.data.loader import LoaderConfig, make_loader
 from ecopt.data.memory import measured_phase
 from ecopt.trial import Trial
-from ecopt.workloads.tabular import finish_trial, generated_path, set_threads
+from ecopt.workloads.device import Precision, place_model
+from ecopt.workloads.tabular import (
+    DeviceObjective,
+    finish_trial,
+    generated_path,
+    set_threads,
+)
 
 __all__ = ["ImageFolderObjective", "profile_target"]
 
@@ -45,7 +57,7 @@ def _build(n_classes: int, size: int, channels: int, depth: int) -> Any:
 
 
 @dataclass
-class ImageFolderObjective:
+class ImageFolderObjective(DeviceObjective):
     """Small CNN on ``root/<class>/<image>`` folders (see module docstring).
 
     Args:
@@ -55,6 +67,7 @@ class ImageFolderObjective:
         returns: Names returned (default ``accuracy``, ``samples_per_joule``).
         defaults: Knob values when the trial does not set them.
         seed: Split, generator and training seed.
+        device: ``auto``, ``cpu``, ``cuda`` or ``cuda:N``.
     """
 
     data: str | None = None
@@ -65,10 +78,11 @@ class ImageFolderObjective:
     returns: Sequence[str] | None = None
     defaults: dict[str, Any] = field(default_factory=dict)
     seed: int = 0
+    device: str = "auto"
 
-    DEFAULTS = {"batch_size": 32, "num_workers": 0, "prefetch_factor": 2, "pin_memory": False,
+    DEFAULTS = {"batch_size": 32, "num_workers": 0, "prefetch_factor": 2, "pin_memory": True,
                 "cache": True, "lr": 1e-2, "channels": 8, "depth": 2, "epochs": 8,
-                "image_size": 32, "threads": None}
+                "image_size": 32, "threads": None, "precision": "float32"}
     quality = "accuracy"
 
     def __post_init__(self) -> None:
@@ -95,10 +109,10 @@ class ImageFolderObjective:
         n_test = max(1, int(round(n * self.test_fraction)))
         return sorted(perm[n_test:].tolist()), sorted(perm[:n_test].tolist())
 
-    def __call__(self, trial: Trial) -> dict[str, float]:
+    def _run(self, trial: Trial, p: dict[str, Any], device: str, prec: Precision
+             ) -> dict[str, float]:
         import torch
 
-        p = self.params(trial)
         set_threads(p.get("threads"))
         cfg = LoaderConfig.from_params(p)
         if "backend" in trial.params:
@@ -108,12 +122,13 @@ class ImageFolderObjective:
             ds = ImageFolder(self.root(), size=size)
             tr, te = self.split(len(ds))
             train_ds, test_ds = ds.subset(tr), ds.subset(te)
-        loader = make_loader(train_ds, cfg)
+        loader = make_loader(train_ds, cfg, device=device)
         with measured_phase(trial, "preprocess", samples=len(tr)):
             if cfg.cache:
                 loader.tensors()
         torch.manual_seed(self.seed + trial.number)
-        model = _build(len(ds.classes), size, int(p["channels"]), int(p["depth"]))
+        model = place_model(_build(len(ds.classes), size, int(p["channels"]), int(p["depth"])),
+                            device)
         opt = torch.optim.SGD(model.parameters(), lr=float(p["lr"]), momentum=0.9)
         loss_fn = torch.nn.CrossEntropyLoss()
         with measured_phase(trial, "train", samples=len(tr) * epochs):
@@ -121,17 +136,17 @@ class ImageFolderObjective:
             for _ in range(epochs):
                 for xb, yb in loader:
                     opt.zero_grad()
-                    loss = loss_fn(model(xb), yb)
-                    loss.backward()
-                    opt.step()
-        test_loader = make_loader(test_ds, cfg.replace(cache=False, shuffle=False))
+                    with prec.autocast():
+                        loss = loss_fn(model(xb), yb)
+                    prec.step(loss, opt)
+        test_loader = make_loader(test_ds, cfg.replace(cache=False, shuffle=False), device=device)
         with measured_phase(trial, "inference", samples=len(te)):
             model.eval()
-            correct = 0
-            with torch.no_grad():
+            correct = torch.zeros((), dtype=torch.int64, device=device)
+            with torch.no_grad(), prec.autocast():
                 for xb, yb in test_loader:
-                    correct += int((model(xb).argmax(1) == yb).sum())
-        acc = correct / len(te)
+                    correct += (model(xb).argmax(1) == yb).sum()
+        acc = int(correct) / len(te)
         if not math.isfinite(acc):  # pragma: no cover
             raise FloatingPointError(f"accuracy is {acc}")
         trial.set_user_attr("loader", cfg.to_dict())

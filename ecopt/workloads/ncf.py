@@ -9,10 +9,15 @@ held-out movie ranks in the top 10 among itself and 99 sampled unrated movies.
 
 Knobs (``trial.params``, defaults in brackets): ``backend`` [pandas],
 ``batch_size`` [256], ``num_workers`` [0], ``prefetch_factor`` [2],
-``pin_memory`` [False], ``cache`` [True: negatives are sampled once; without
-it the pipeline and the negative sampling run again every epoch], ``lr``
-[5e-3], ``emb_dim`` [16], ``num_negatives`` [4], ``epochs`` [3], ``threads``
-[None].
+``pin_memory`` [True; CUDA only], ``cache`` [True: negatives are sampled
+once; without it the pipeline and the negative sampling run again every
+epoch], ``lr`` [5e-3], ``emb_dim`` [16], ``num_negatives`` [4], ``epochs``
+[3], ``threads`` [None], ``precision`` [float32; or ``bfloat16``/``float16``
+autocast].
+
+The model, batches, candidates and loss live on ``device`` (``auto``: the GPU
+when there is one), as in :mod:`ecopt.workloads.tabular`; a CUDA
+out-of-memory makes the trial infeasible.
 
 Phases and returns are those of :mod:`ecopt.workloads.tabular`; ``preprocess``
 holds the backend's stages and then the (backend-independent, numpy)
@@ -43,7 +48,13 @@ from ecopt.data.memory import measured_phase
 from ecopt.data.pipeline import TablePipeline
 from ecopt.data.schema import MOVIELENS, TensorTable
 from ecopt.trial import Trial
-from ecopt.workloads.tabular import finish_trial, generated_path, set_threads
+from ecopt.workloads.device import Precision, place_model, to_device
+from ecopt.workloads.tabular import (
+    DeviceObjective,
+    finish_trial,
+    generated_path,
+    set_threads,
+)
 
 __all__ = ["NCFObjective", "build_neumf", "leave_last_out", "sample_negatives", "hit_rate",
            "profile_target"]
@@ -117,22 +128,25 @@ def build_neumf(n_users: int, n_items: int, emb_dim: int) -> Any:
 
 def hit_rate(model: Any, test_users: np.ndarray, test_items: np.ndarray, n_items: int,
              rated_keys: np.ndarray, rng: np.random.Generator, k: int = 10,
-             n_negatives: int = 99) -> float:
-    """Share of users whose held-out item ranks in the top ``k`` among it and ``n_negatives`` unrated ones."""
+             n_negatives: int = 99, device: str = "cpu", precision: str = "float32") -> float:
+    """Share of users whose held-out item ranks in the top ``k`` among it and ``n_negatives`` unrated ones.
+
+    The model must be on ``device``; the candidates are copied there.
+    """
     import torch
 
     neg = sample_negatives(test_users, n_items, n_negatives, rated_keys, rng)
     cand = np.concatenate([test_items[:, None], neg], axis=1)  # column 0 is the positive
-    u = torch.from_numpy(np.repeat(test_users, cand.shape[1]))
-    i = torch.from_numpy(cand.reshape(-1))
-    with torch.no_grad():
-        scores = model(u, i).reshape(len(test_users), -1)
+    u, i = to_device((torch.from_numpy(np.repeat(test_users, cand.shape[1])),
+                      torch.from_numpy(cand.reshape(-1))), device)
+    with torch.no_grad(), Precision(precision, device).autocast():
+        scores = model(u, i).float().reshape(len(test_users), -1)
     rank = (scores[:, 1:] > scores[:, :1]).sum(1)
     return float((rank < k).float().mean())
 
 
 @dataclass
-class NCFObjective:
+class NCFObjective(DeviceObjective):
     """NeuMF on MovieLens-format ratings (see module docstring).
 
     Args:
@@ -143,6 +157,7 @@ class NCFObjective:
         returns: Names returned to the study (default ``hit_rate``, ``samples_per_joule``).
         defaults: Knob values when the trial does not set them.
         seed: Generator, sampling and training seed.
+        device: ``auto``, ``cpu``, ``cuda`` or ``cuda:N``.
     """
 
     data: str | None = None
@@ -153,10 +168,11 @@ class NCFObjective:
     returns: Sequence[str] | None = None
     defaults: dict[str, Any] = field(default_factory=dict)
     seed: int = 0
+    device: str = "auto"
 
     DEFAULTS = {"backend": "pandas", "batch_size": 256, "num_workers": 0, "prefetch_factor": 2,
-                "pin_memory": False, "cache": True, "lr": 5e-3, "emb_dim": 16,
-                "num_negatives": 4, "epochs": 3, "threads": None}
+                "pin_memory": True, "cache": True, "lr": 5e-3, "emb_dim": 16,
+                "num_negatives": 4, "epochs": 3, "threads": None, "precision": "float32"}
     quality = "hit_rate"
 
     def __post_init__(self) -> None:
@@ -199,10 +215,10 @@ class NCFObjective:
                  "n_users": table.cardinalities[0], "n_items": n_items}
         return (torch.from_numpy(u_all), torch.from_numpy(i_all), torch.from_numpy(y_all)), split
 
-    def __call__(self, trial: Trial) -> dict[str, float]:
+    def _run(self, trial: Trial, p: dict[str, Any], device: str, prec: Precision
+             ) -> dict[str, float]:
         import torch
 
-        p = self.params(trial)
         set_threads(p.get("threads"))
         cfg = LoaderConfig.from_params(p)
         pipe = TablePipeline(self.path(), MOVIELENS, str(p["backend"]))
@@ -221,10 +237,11 @@ class NCFObjective:
         def produce() -> tuple[Any, ...]:
             return self.examples(pipe.run(), k, rng)[0]
 
-        loader = make_loader(produce, cfg)
+        loader = make_loader(produce, cfg, device=device)
         loader.prime(train_t)
         torch.manual_seed(self.seed + trial.number)
-        model = build_neumf(split["n_users"], split["n_items"], int(p["emb_dim"]))
+        model = place_model(build_neumf(split["n_users"], split["n_items"], int(p["emb_dim"])),
+                            device)
         opt = torch.optim.Adam(model.parameters(), lr=float(p["lr"]))
         loss_fn = torch.nn.BCEWithLogitsLoss()
         with measured_phase(trial, "train", samples=n_train * epochs):
@@ -232,14 +249,15 @@ class NCFObjective:
             for _ in range(epochs):
                 for ub, ib, yb in loader:
                     opt.zero_grad()
-                    loss = loss_fn(model(ub, ib), yb)
-                    loss.backward()
-                    opt.step()
+                    with prec.autocast():
+                        loss = loss_fn(model(ub, ib).float(), yb)
+                    prec.step(loss, opt)
         model.eval()
         n_test = len(split["test_users"])
         with measured_phase(trial, "inference", samples=n_test):
             hr = hit_rate(model, split["test_users"], split["test_items"], split["n_items"],
-                          split["rated"], np.random.default_rng(self.seed))
+                          split["rated"], np.random.default_rng(self.seed), device=device,
+                          precision=prec.name)
         if not math.isfinite(hr):  # pragma: no cover - a mean of booleans is finite
             raise FloatingPointError(f"hit rate is {hr}")
         trial.set_metric("n_ratings", len(table))

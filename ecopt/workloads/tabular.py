@@ -13,17 +13,26 @@ knob (``trial.params``)   meaning (default in brackets)
 ``batch_size``            training batch [64]
 ``num_workers``           DataLoader workers, at most the CPU cores [0]
 ``prefetch_factor``       batches each worker prepares ahead [2]
-``pin_memory``            page-locked batches (CUDA only) [False]
+``pin_memory``            page-locked batches (CUDA only) [True]
 ``cache``                 keep preprocessed tensors across epochs [True]
 ``lr``, ``hidden``,       Adam learning rate [1e-2], hidden width [64],
 ``depth``, ``epochs``     hidden layers [2], epochs [20]
 ``threads``               ``torch.set_num_threads`` for the trial, or
                           ``None`` to leave torch's setting [None]
+``precision``             ``float32`` / ``bfloat16`` / ``float16``
+                          autocast [float32]
 ========================  ===============================================
 
-On a small, busy CPU, torch's intra-op threads can spin against each other:
-on the 2-core test machine one training step of this MLP took ~25 ms with 2
-threads under load and ~1 ms with 1 thread; ``threads`` makes that searchable.
+The model, every batch and the loss live on ``device`` (``auto``: the GPU when
+there is one); on CUDA the loader pins batches (``pin_memory``, on by default
+there) and copies them with ``non_blocking=True``; a CUDA out-of-memory makes
+the trial infeasible; ``peak_host_rss_gb`` (and on CUDA
+``peak_device_memory_gb``) are recorded per trial (see
+:mod:`ecopt.workloads.device`).
+
+On a small, busy CPU, torch's intra-op threads can spin against each other,
+so a step can be much slower with more threads; ``threads`` makes that
+searchable.
 
 Phases: ``load`` (read the file), ``preprocess`` (impute -> encode -> normalise
 -> tensors, split), ``train`` (with the input pipeline inside: without
@@ -63,9 +72,16 @@ from ecopt.data.memory import measured_phase
 from ecopt.data.pipeline import TablePipeline
 from ecopt.data.schema import INSURANCE, INSURANCE_CLASSIFICATION, TableSchema
 from ecopt.trial import Trial
+from ecopt.workloads.device import (
+    Precision,
+    place_model,
+    resolve_device,
+    to_device,
+    trial_on_device,
+)
 
 __all__ = ["TabularObjective", "build_mlp_regressor", "profile_target", "finish_trial",
-           "generated_path", "set_threads"]
+           "generated_path", "set_threads", "DeviceObjective"]
 
 _GENERATED: dict[tuple[Any, ...], Path] = {}
 
@@ -111,6 +127,33 @@ def finish_trial(trial: Trial, quality_name: str, quality: float, train_samples:
     return out
 
 
+class DeviceObjective:
+    """``__call__`` of the data workloads: device and precision resolved, ``_run`` on the device.
+
+    Subclasses give ``device``, ``params(trial)`` (the trial's knobs with defaults,
+    ``precision`` among them) and ``_run(trial, params, device, precision)``. The
+    device is checked and the precision validated before anything runs; the run
+    is wrapped in :func:`ecopt.workloads.device.trial_on_device` (memory peaks,
+    CUDA out-of-memory -> infeasible).
+    """
+
+    device: str
+
+    def params(self, trial: Trial) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _run(self, trial: Trial, p: dict[str, Any], device: str, prec: Precision
+             ) -> dict[str, float]:
+        raise NotImplementedError
+
+    def __call__(self, trial: Trial) -> dict[str, float]:
+        p = self.params(trial)
+        device = resolve_device(self.device)
+        prec = Precision(str(p["precision"]), device)
+        with trial_on_device(trial, device):
+            return self._run(trial, p, device, prec)
+
+
 def set_threads(threads: Any) -> None:
     """``torch.set_num_threads(threads)`` unless ``threads`` is None (validated)."""
     if threads is None:
@@ -141,7 +184,7 @@ def build_mlp_regressor(in_dim: int, out_dim: int, hidden: int, depth: int) -> A
 
 
 @dataclass
-class TabularObjective:
+class TabularObjective(DeviceObjective):
     """MLP on Insurance with searchable backend and loader knobs (see module docstring).
 
     Args:
@@ -153,6 +196,7 @@ class TabularObjective:
             everything else is recorded with ``trial.set_metric``.
         defaults: Knob values used when the trial does not set them.
         seed: Split, generator and training seed.
+        device: ``auto``, ``cpu``, ``cuda`` or ``cuda:N``.
     """
 
     task: str = "regression"
@@ -163,10 +207,11 @@ class TabularObjective:
     defaults: dict[str, Any] = field(default_factory=dict)
     test_fraction: float = 0.2
     seed: int = 0
+    device: str = "auto"
 
     DEFAULTS = {"backend": "pandas", "batch_size": 64, "num_workers": 0, "prefetch_factor": 2,
-                "pin_memory": False, "cache": True, "lr": 1e-2, "hidden": 64, "depth": 2,
-                "epochs": 20, "threads": None}
+                "pin_memory": True, "cache": True, "lr": 1e-2, "hidden": 64, "depth": 2,
+                "epochs": 20, "threads": None, "precision": "float32"}
 
     def __post_init__(self) -> None:
         if self.task not in ("regression", "classification"):
@@ -200,10 +245,10 @@ class TabularObjective:
         n_test = max(1, int(round(n * self.test_fraction)))
         return np.sort(perm[n_test:]), np.sort(perm[:n_test])
 
-    def __call__(self, trial: Trial) -> dict[str, float]:
+    def _run(self, trial: Trial, p: dict[str, Any], device: str, prec: Precision
+             ) -> dict[str, float]:
         import torch
 
-        p = self.params(trial)
         set_threads(p.get("threads"))
         cfg = LoaderConfig.from_params(p)
         pipe = TablePipeline(self.path(), self.schema, str(p["backend"]))
@@ -220,7 +265,7 @@ class TabularObjective:
             t = pipe.run()
             return t.features[tr_t], t.target[tr_t]
 
-        loader = make_loader(produce, cfg)
+        loader = make_loader(produce, cfg, device=device)
         loader.prime((table.features[tr_t], table.target[tr_t]))
         torch.manual_seed(self.seed + trial.number)
         reg = self.task == "regression"
@@ -228,8 +273,8 @@ class TabularObjective:
         y_mu = float(y_tr.float().mean()) if reg else 0.0
         y_sd = float(y_tr.float().std()) if reg and len(y_tr) > 1 else 1.0
         out_dim = 1 if reg else len(table.target_classes)
-        model = build_mlp_regressor(table.features.shape[1], out_dim, int(p["hidden"]),
-                                    int(p["depth"]))
+        model = place_model(build_mlp_regressor(table.features.shape[1], out_dim,
+                                                int(p["hidden"]), int(p["depth"])), device)
         opt = torch.optim.Adam(model.parameters(), lr=float(p["lr"]))
         loss_fn = torch.nn.MSELoss() if reg else torch.nn.CrossEntropyLoss()
         with measured_phase(trial, "train", samples=n_train * epochs):
@@ -237,16 +282,18 @@ class TabularObjective:
             for _ in range(epochs):
                 for xb, yb in loader:
                     opt.zero_grad()
-                    out = model(xb)
-                    loss = loss_fn(out.squeeze(1), (yb - y_mu) / y_sd) if reg else loss_fn(out, yb)
-                    loss.backward()
-                    opt.step()
+                    with prec.autocast():
+                        out = model(xb)
+                        loss = (loss_fn(out.squeeze(1).float(), (yb - y_mu) / y_sd) if reg
+                                else loss_fn(out, yb))
+                    prec.step(loss, opt)
         te_t = torch.from_numpy(te)
         with measured_phase(trial, "inference", samples=len(te)):
             model.eval()
-            with torch.no_grad():
-                pred = model(table.features[te_t])
-            y_te = table.target[te_t]
+            x_te, y_te = to_device((table.features[te_t], table.target[te_t]), device,
+                                   pin=loader.pin_memory)
+            with torch.no_grad(), prec.autocast():
+                pred = model(x_te).float()
             if reg:
                 q = math.sqrt(float(((pred.squeeze(1) * y_sd + y_mu - y_te) ** 2).mean()))
             else:

@@ -35,22 +35,26 @@ def test_trimmed_mean_interval_by_hand():
 
 
 @pytest.mark.slow
-def test_tiny_run_writes_studies_table_and_plot(tmp_path):
+def test_tiny_run_writes_studies_tables_and_plot(tmp_path):
     out = tmp_path / "dfe"
     level = logging.getLogger("ecopt").level
     try:
         rc = _script().main(["--quiet", "--meter", "estimate", "--out", str(out), "--repeats", "2",
-                             "--only", "regression", "--backends", "pandas", "polars",
-                             "--tab-epochs", "1"])
+                             "--only", "mlp-regression", "svr", "--backends", "pandas", "polars",
+                             "--tab-epochs", "1", "--no-operators"])
     finally:
         logging.getLogger("ecopt").setLevel(level)
     assert rc == 0
     text = (out / "summary.md").read_text()
-    assert "ESTIMATED" in text and "| insurance-mlp-regression | polars | load |" in text
-    facts = json.loads((out / "summary.json").read_text())
-    cell = facts["insurance-mlp-regression"]["pandas"]
-    assert cell["n"] == 2 and cell["total"]["duration_s"][0] > 0
-    recs = [json.loads(x) for x in (out / "insurance-mlp-regression" / "trials.jsonl")
+    assert "ESTIMATED" in text and "generated stand-in (Insurance schema" in text
+    run = json.loads((out / "summary.json").read_text())
+    assert run["script"] == "experiments/dataframe_energy.py" and run["energy"]["measured"] is False
+    rows = run["tables"]["workflow"]["rows"]
+    assert [(r[0], r[1], r[2]) for r in rows] == [
+        ("insurance-mlp-regression", "pandas", 2), ("insurance-mlp-regression", "polars", 2),
+        ("insurance-svr", "pandas", 2), ("insurance-svr", "polars", 2)]
+    assert all(r[5]["value"] > 0 and r[6]["value"] > 0 for r in rows)  # total s, CPU s
+    recs = [json.loads(x) for x in (out / "insurance-svr" / "trials.jsonl")
             .read_text().splitlines()]
     assert sorted((r["params"]["backend"], r["params"]["repeat"]) for r in recs) == [
         ("pandas", 0), ("pandas", 1), ("polars", 0), ("polars", 1)]

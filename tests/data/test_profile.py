@@ -55,6 +55,11 @@ def test_slow_sample_stage_is_named_and_the_recommendation_speeds_it_up():
     better = diag.recommended_config
     assert better != cfg
     assert _epochs_s(ds, better) < _epochs_s(ds, cfg)
+    # The LP allocation sees the same sleepy stage: it caches (3 epochs) and predicts a gain.
+    alloc = diag.allocation
+    assert alloc is not None and alloc.setting.cache_after in ("slow", "scale")
+    assert alloc.predicted_gain > 1 and "LP allocation:" in diag.to_text()
+    assert diag.to_dict()["allocation"]["setting"]["cache_after"] == alloc.setting.cache_after
 
 
 class _SlowEncode(PandasBackend):
@@ -102,6 +107,7 @@ def test_cli_profile_prints_the_diagnosis(capsys):
                  "--batch-size", "128"]) == 0
     out = capsys.readouterr().out
     assert "bottleneck stage:" in out and "ESTIMATED" in out and "backend polars" in out
+    assert "LP allocation: backend=polars" in out
     assert main(["profile", "insurance", "--num-workers", "999"]) == 2
     assert "num_workers=999" in capsys.readouterr().err
 
@@ -117,9 +123,13 @@ def test_a_tensor_producer_is_one_stage_and_a_loader_brings_its_config():
     assert diag.recommended_config.cache is True
 
 
-def test_ecopt_data_profile_is_callable_after_the_submodule_is_imported():
+def test_ecopt_data_profile_stays_the_function_after_the_profiler_module_is_imported():
+    import inspect
+
     import ecopt
-    import ecopt.data.profile  # noqa: F401 - rebinds the package attribute to the module
+    import ecopt.data.profiler  # noqa: F401 - its own name, so nothing is rebound
+
+    assert inspect.isfunction(ecopt.data.profile)
 
     ds = StagedDataset([1, 2, 3], [("load", _load)], labels=[0, 1, 0])
     diag = ecopt.data.profile(ds, config=LoaderConfig(batch_size=2), meter="estimate")

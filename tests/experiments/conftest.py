@@ -31,3 +31,14 @@ def load_script(name: str) -> ModuleType:
 def script():
     """``script("gemma_batch")`` -> the imported module."""
     return load_script
+
+
+@pytest.fixture
+def fake_nvml_gpus(monkeypatch):
+    """A fake ``pynvml`` with one GPU (ecopt.meters._fake_nvml), for meter-dependent parts."""
+    from ecopt.meters._fake_nvml import FakeGpu, make_fake_pynvml
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    mod = make_fake_pynvml([FakeGpu()])
+    monkeypatch.setitem(sys.modules, "pynvml", mod)
+    return mod

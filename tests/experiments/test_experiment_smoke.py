@@ -52,15 +52,30 @@ def test_gemma_batch_smoke(script, tmp_path):
     assert opt["evaluations"] == 3 and grid["evaluations"] == 3
     assert grid["infeasible"] == 1  # batch 4096 is over the emulated 10 MB ceiling
     for key in ("best_batch", "best_tokens_per_joule", "ratio_to_batch1", "search_energy_j",
-                "payback_tokens", "baseline_tokens_per_joule", "evals_to_95pct_of_grid_best"):
+                "payback_tokens", "baseline_tokens_per_joule", "evals_to_95pct_of_grid_best",
+                "best_decode_tokens_per_joule", "best_prefill_j_per_prompt",
+                "best_decode_window_s", "tokens_for_search_energy", "within_5pct_of_grid_best"):
         assert key in opt, key
     assert opt["search_energy_j"] > 0
+    assert opt["tokens_for_search_energy"] == pytest.approx(opt["search_energy_j"]
+                                                            * opt["best_tokens_per_joule"])
+    assert grid["best_batch"] < 4096 and opt["smallest_infeasible_batch"] in (None, 4096)
+    for key in ("script", "command", "git_commit", "versions", "machine", "energy"):
+        assert key in facts, key  # the recorded-run header
+    assert facts["energy"]["measured"] is False and facts["device"] == "cpu"
+    # Every table of the summary is kept cell for cell, for docs to copy.
+    tables = facts["tables"]
+    assert set(tables) == {"result", "optimiser_trials", "grid_trials"}
+    md = (out / "summary.md").read_text()
+    for row in tables["optimiser_trials"]["rows"]:
+        assert "| " + " | ".join(row) + " |" in md
     trials = _is_study(out / "optimiser")
     assert trials[0]["params"] == {"batch_size": 1} and trials[0]["proposed_by"] == "user"
     _is_study(out / "grid")
     text = (out / "summary.md").read_text()
     for needle in ("best batch", "ratio best / batch 1", "payback", "grid evaluations",
-                   "ESTIMATED", "command: `python experiments/gemma_batch.py"):
+                   "ESTIMATED", "command: `python experiments/gemma_batch.py",
+                   "payback the other way", "decode tokens/J", "prefill J per prompt"):
         assert needle in text, needle
 
 
@@ -150,3 +165,72 @@ def test_help_runs_from_a_clean_process(name):
                          capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
     assert "--out" in res.stdout and "--meter" in res.stdout
+
+
+QUICK = {"gemma_batch": [], "nas_cnn": ["--methods", "random"], "metric_validity": [],
+         "energy_scaling": [], "consistency": []}
+
+
+@pytest.mark.parametrize("name", list(QUICK))
+def test_quick_path_on_the_cpu_device(name, script, tmp_path):
+    out = tmp_path / name
+    assert script(name).main([*COMMON, "--quick", "--device", "cpu", "--out", str(out),
+                              *QUICK[name]]) == 0
+    facts = _facts(out)
+    assert facts["command"].startswith(f"python experiments/{name}.py")
+    trials = [t for d in out.iterdir() if (d / "trials.jsonl").exists() for t in _is_study(d)]
+    assert trials and all(t["user_attrs"].get("device") == "cpu" for t in trials
+                          if t["state"] == "complete")
+    assert all(t["metrics"].get("peak_host_rss_gb", 0) > 0 for t in trials
+               if t["state"] == "complete")
+
+
+@pytest.mark.parametrize("name", ["gemma_batch", "nas_cnn", "metric_validity", "energy_scaling",
+                                  "consistency"])
+def test_cuda_without_a_gpu_stops_before_anything_runs(name, script, tmp_path, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    out = tmp_path / name
+    with pytest.raises(SystemExit, match="cuda"):
+        script(name).main([*COMMON, "--device", "cuda", "--out", str(out)])
+    assert not any(out.glob("*/trials.jsonl")) if out.exists() else True
+
+
+def test_nas_cnn_reads_cifar10_batches(script, tmp_path):
+    import pickle
+
+    import numpy as np
+
+    root = tmp_path / "cifar" / "cifar-10-batches-py"
+    root.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for name, n in (("data_batch_1", 24), ("data_batch_2", 24), ("test_batch", 16)):
+        with open(root / name, "wb") as f:
+            pickle.dump({b"data": rng.integers(0, 256, (n, 3072), dtype=np.uint8),
+                         b"labels": [int(v) for v in rng.integers(0, 10, n)]}, f)
+    out = tmp_path / "nas"
+    assert script("nas_cnn").main([*COMMON, "--quick", "--device", "cpu", "--methods", "random",
+                                   "--no-hand", "--cifar10", str(tmp_path / "cifar"),
+                                   "--out", str(out)]) == 0
+    facts = _facts(out)
+    assert facts["default_data"] is False and "CIFAR-10" in facts["data"]
+    assert "(48 train / 16 test images)" in facts["data"]
+    trials = _is_study(out / "random")
+    assert trials[0]["user_attrs"]["data"].startswith("CIFAR-10 python batches")
+    text = (out / "summary.md").read_text()
+    assert "on CIFAR-10" in text and "NOT CIFAR-10" not in text
+
+
+def test_nas_cnn_resumes_to_the_budget_and_stops_on_time(script, tmp_path):
+    out = tmp_path / "nas"
+    args = [*COMMON, "--quick", "--device", "cpu", "--methods", "random", "--no-hand",
+            "--out", str(out)]
+    nas = script("nas_cnn")
+    assert nas.main([*args, "--trials", "1"]) == 0 and len(_is_study(out / "random")) == 1
+    assert nas.main([*args, "--trials", "3"]) == 0 and len(_is_study(out / "random")) == 3
+    # A budget already spent: no new trial, the summary says why.
+    assert nas.main([*args, "--trials", "5", "--time-budget-s", "1e-9"]) == 0
+    assert len(_is_study(out / "random")) == 3
+    assert "stopped early" in (out / "summary.md").read_text()
+    assert "random stopped after 0 of 2 trials" in _facts(out)["stopped_early"]

@@ -54,21 +54,130 @@ def test_predicted_weights_match_the_real_model():
     assert pred_no_kv == pytest.approx(n * 4 / 1e9, rel=0.05)
 
 
-def test_objective_measures_generation(tmp_path):
+def test_objective_measures_prefill_and_decode_apart(tmp_path):
     obj = GenerationObjective(arch=TINY, device="cpu", max_new_tokens=4, prompt_len=3,
                               min_window_s=0.0)
     study = _study(tmp_path)
     t = study.ask(params={"batch_size": 3})
     rec = study.tell(t, obj(t))
     assert rec.state.value == "complete", rec.error
-    gen = rec.phases["generate"]
-    assert gen.samples == 12 and gen.samples == rec.metrics["generated_tokens"]
-    assert rec.values["tokens_per_joule"] == pytest.approx(12 / gen.energy_j)
-    assert not gen.measured  # the estimate meter says so
-    assert rec.values["p95_latency_ms"] >= 0 and rec.metrics["tokens_per_s"] > 0
-    assert rec.metrics["latency_per_token_ms"] > 0 and rec.metrics["peak_memory_gb"] > 0
-    assert "warmup" in rec.phases and "load" in rec.phases
+    pre, dec = rec.phases["prefill"], rec.phases["decode"]
+    m = rec.metrics
+    # One round (min_window_s=0): 3 prompts prefilled, 3 x (4 - 1) tokens decoded.
+    assert pre.samples == 3 * m["prefill_repeats"] and dec.samples == 9
+    assert m["generated_tokens"] == 12
+    assert m["decode_tokens_per_joule"] == pytest.approx(9 / dec.energy_j)
+    assert m["prefill_j_per_prompt"] == pytest.approx(pre.energy_j / pre.samples)
+    one_prefill_j = pre.energy_j / m["prefill_repeats"]
+    assert rec.values["tokens_per_joule"] == pytest.approx(12 / (one_prefill_j + dec.energy_j))
+    assert m["decode_window_s"] == pytest.approx(dec.duration_s, rel=0.5)
+    assert m["decode_window_short"] == 0.0  # the estimate meter has no update period
+    assert not dec.measured  # the estimate meter says so
+    assert rec.values["p95_latency_ms"] >= m["latency_per_token_ms"] > 0 and m["ttft_ms"] > 0
+    assert m["peak_memory_gb"] == m["peak_host_rss_gb"] > 0
+    assert {"load", "warmup", "prefill", "decode"} == set(rec.phases)
+    assert rec.user_attrs["device"] == "cpu"
     study.close()
+
+
+def test_presets_have_the_published_shapes():
+    from ecopt.workloads.generation import (GEMMA3_PRESETS, GEMMA3_PUBLISHED_PARAMS,
+                                            gemma3_preset)
+
+    cfg = gemma3_config(gemma3_preset("1b"))
+    assert (cfg.hidden_size, cfg.num_hidden_layers, cfg.num_attention_heads,
+            cfg.num_key_value_heads, cfg.head_dim, cfg.intermediate_size, cfg.vocab_size) == \
+        (1152, 26, 4, 1, 256, 6912, 262_144)
+    assert cfg.sliding_window == 512 and cfg.query_pre_attn_scalar == 256
+    assert cfg.layer_types.count("full_attention") == 4  # 5 sliding : 1 global
+    four = gemma3_config(GEMMA3_PRESETS["4b"])
+    assert (four.hidden_size, four.num_hidden_layers, four.num_attention_heads,
+            four.num_key_value_heads, four.intermediate_size) == (2560, 34, 8, 4, 10_240)
+    small = gemma3_config(GEMMA3_PRESETS["270m"])
+    assert (small.hidden_size, small.num_hidden_layers, small.intermediate_size) == (640, 18, 2048)
+    for name, published in GEMMA3_PUBLISHED_PARAMS.items():
+        assert GEMMA3_PRESETS[name].n_params == pytest.approx(published, rel=0.01), name
+    assert GEMMA3_PRESETS["1b"].n_params == 999_885_952  # exactly
+    with pytest.raises(ValueError, match="preset must be one of"):
+        gemma3_preset("2b")
+
+
+@pytest.mark.parametrize("name", ["270m", "1b", "4b", "12b"])
+def test_presets_build_the_counted_model_without_memory(name):
+    """On torch's meta device: the shapes only, no 4B weights allocated."""
+    from ecopt.workloads.generation import GEMMA3_PRESETS
+
+    model = build_causal_lm(GEMMA3_PRESETS[name], device="meta")
+    assert next(model.parameters()).device.type == "meta"
+    assert count_parameters(model) == GEMMA3_PRESETS[name].n_params
+    assert model.config.hidden_size == GEMMA3_PRESETS[name].hidden_size
+
+
+def test_hand_decoding_matches_generate():
+    import torch
+
+    from ecopt.workloads.generation import greedy_tokens
+
+    model = build_causal_lm(GemmaArch(vocab_size=64, hidden_size=32, intermediate_size=64,
+                                      num_hidden_layers=2, num_attention_heads=1,
+                                      num_key_value_heads=1, sliding_window=4), seed=2)
+    ids = torch.randint(3, 64, (3, 5), generator=torch.Generator().manual_seed(0))
+    with torch.inference_mode():
+        ref = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids),
+                             max_new_tokens=9, min_new_tokens=9, do_sample=False,
+                             pad_token_id=0)[:, 5:]
+    assert torch.equal(greedy_tokens(model, ids, 9), ref)  # past the sliding window of 4
+    assert torch.equal(greedy_tokens(model, ids, 9, use_cache=False), ref)
+
+
+def test_short_windows_are_flagged_and_prefill_repeated(tmp_path):
+    import torch
+
+    from ecopt.workloads.generation import measure_generation
+
+    model = build_causal_lm(TINY)
+    ids = torch.randint(3, 64, (2, 3))
+    study = _study(tmp_path)
+    t = study.ask(params={"batch_size": 2})
+    m = measure_generation(model, ids, t, max_new_tokens=3, min_window_s=0.0,
+                           meter_period_s=30.0)
+    assert m.decode_window_short and m.prefill_window_short
+    assert m.prefill_repeats == 50  # capped; 30 s is beyond any prefill here
+    assert m.prefill_prompts == 2 * 50 and t.phases["prefill"].samples == 100
+    assert m.metrics()["meter_update_period_s"] == 30.0
+    t2 = study.ask(params={"batch_size": 2})
+    m2 = measure_generation(model, ids, t2, max_new_tokens=1, min_window_s=0.0,
+                            meter_period_s=1e-9)
+    assert m2.prefill_repeats == 1 and not m2.prefill_window_short
+    assert m2.decode_tokens == 0 and "decode" not in t2.phases and m2.generated_tokens == 2
+    with pytest.raises(ValueError, match="batch, prompt_len"):
+        measure_generation(model, ids[0], t2, max_new_tokens=2)
+    study.close()
+
+
+def test_meter_update_period(fake_nvml_gpus):
+    from ecopt.meters import get_meter
+    from ecopt.meters.auto import CompositeMeter
+    from ecopt.meters.nvml import NVMLMeter
+    from ecopt.workloads.generation import meter_update_period_s
+
+    assert meter_update_period_s(get_meter("estimate")) is None
+    nv = NVMLMeter(counter_period_s=0.1)
+    assert meter_update_period_s(nv) == 0.1
+    both = CompositeMeter([NVMLMeter(mode="sampling", sampling_period_s=0.25),
+                           get_meter("estimate")])
+    assert meter_update_period_s(both) == 0.25
+
+
+def test_max_batch_for_memory_is_the_largest_that_fits():
+    from ecopt.workloads.generation import GEMMA3_PRESETS, max_batch_for_memory
+
+    a = GEMMA3_PRESETS["1b"]
+    b = max_batch_for_memory(a, 141.0, 16, 32, "bfloat16")
+    assert predict_memory_gb(a, b, 16, 32, "bfloat16") <= 141.0
+    assert predict_memory_gb(a, b + 1, 16, 32, "bfloat16") > 141.0
+    assert 1000 < b < 1_000_000
+    assert max_batch_for_memory(a, 0.5, 16, 32, "bfloat16") == 0  # the weights alone are 2 GB
 
 
 def test_memory_ceiling_makes_trials_infeasible(tmp_path):

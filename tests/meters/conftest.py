@@ -1,115 +1,21 @@
 """Fakes for hardware this machine lacks: a ``pynvml`` module and a powercap sysfs tree.
 
-The fake ``pynvml`` mirrors the real module's surface that ecopt uses (error
-classes with ``.value``, millijoule energy counters, milliwatt power); tests
-change the fake GPUs' state between a window's start and stop.
+The fake ``pynvml`` (:mod:`ecopt.meters._fake_nvml`, shared with
+``scripts/gpu_check.py --dry-run``) mirrors the real module's surface that
+ecopt uses (error classes with ``.value``, millijoule energy counters,
+milliwatt power, power limits and their permission check); tests change the
+fake GPUs' state between calls.
 """
 
 from __future__ import annotations
 
 import sys
 import types
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-NVML_ERROR_UNINITIALIZED = 1
-NVML_ERROR_NOT_SUPPORTED = 3
-NVML_ERROR_DRIVER_NOT_LOADED = 9
-NVML_ERROR_GPU_IS_LOST = 15
-
-
-@dataclass
-class FakeGpu:
-    name: str = "NVIDIA A100-SXM4-40GB"
-    uuid: str = "GPU-00000000-0000-0000-0000-000000000000"
-    energy_mj: int | None = 1_000_000  # None: counter not supported (pre-Volta)
-    power_mw: int = 150_000
-    lost: bool = False
-    calls: dict[str, int] = field(default_factory=dict)
-
-
-def make_fake_pynvml(gpus: list[FakeGpu], init_error: int | None = None) -> types.ModuleType:
-    """A module object that behaves like ``pynvml`` for the given fake GPUs."""
-    mod = types.ModuleType("pynvml")
-
-    class NVMLError(Exception):
-        def __init__(self, value: int) -> None:
-            super().__init__(value)
-            self.value = value
-
-        def __str__(self) -> str:
-            return {1: "Uninitialized", 3: "Not Supported", 9: "Driver Not Loaded",
-                    15: "GPU is lost"}.get(self.value, f"NVML error {self.value}")
-
-    class NVMLError_NotSupported(NVMLError):
-        pass
-
-    def _err(code: int) -> NVMLError:
-        return NVMLError_NotSupported(code) if code == NVML_ERROR_NOT_SUPPORTED else NVMLError(code)
-
-    state = {"init": False}
-
-    def _check(h: int) -> FakeGpu:
-        if not state["init"]:
-            raise _err(NVML_ERROR_UNINITIALIZED)
-        g = gpus[h]
-        if g.lost:
-            raise _err(NVML_ERROR_GPU_IS_LOST)
-        return g
-
-    def nvmlInit() -> None:
-        if init_error is not None:
-            raise _err(init_error)
-        state["init"] = True
-
-    def nvmlShutdown() -> None:
-        state["init"] = False
-
-    def nvmlDeviceGetCount() -> int:
-        if not state["init"]:
-            raise _err(NVML_ERROR_UNINITIALIZED)
-        return len(gpus)
-
-    def nvmlDeviceGetHandleByIndex(i: int) -> int:
-        if not 0 <= i < len(gpus):
-            raise _err(2)
-        return i
-
-    def nvmlDeviceGetHandleByUUID(uuid: str) -> int:
-        for i, g in enumerate(gpus):
-            if g.uuid == uuid:
-                return i
-        raise _err(6)
-
-    def nvmlDeviceGetIndex(h: int) -> int:
-        return h
-
-    def nvmlDeviceGetName(h: int) -> str:
-        return _check(h).name
-
-    def nvmlDeviceGetUUID(h: int) -> str:
-        return _check(h).uuid
-
-    def nvmlDeviceGetTotalEnergyConsumption(h: int) -> int:
-        g = _check(h)
-        g.calls["energy"] = g.calls.get("energy", 0) + 1
-        if g.energy_mj is None:
-            raise _err(NVML_ERROR_NOT_SUPPORTED)
-        return g.energy_mj
-
-    def nvmlDeviceGetPowerUsage(h: int) -> int:
-        g = _check(h)
-        g.calls["power"] = g.calls.get("power", 0) + 1
-        return g.power_mw
-
-    for k, v in dict(locals()).items():
-        if k.startswith("nvml") or k.startswith("NVMLError"):
-            setattr(mod, k, v)
-    mod.NVML_ERROR_NOT_SUPPORTED = NVML_ERROR_NOT_SUPPORTED
-    mod.gpus = gpus
-    return mod
+from ecopt.meters._fake_nvml import FakeGpu, make_fake_pynvml
 
 
 @pytest.fixture

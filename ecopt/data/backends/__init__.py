@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ecopt.data.backends.base import Backend
-from ecopt.errors import EcoptError
+from ecopt.errors import BackendUnavailableError
 
 __all__ = ["Backend", "BackendUnavailableError", "BACKEND_NAMES", "get_backend",
            "available_backends"]
@@ -23,10 +23,6 @@ _CLASSES = {
     "polars": ("ecopt.data.backends.polars_backend", "PolarsBackend", "polars"),
     "dask": ("ecopt.data.backends.dask_backend", "DaskBackend", "dask[dataframe]"),
 }
-
-
-class BackendUnavailableError(EcoptError):
-    """The dataframe library a backend needs is not installed."""
 
 
 def get_backend(spec: str | Backend, **options: Any) -> Backend:

@@ -46,6 +46,7 @@ import numpy as np
 
 from ecopt import pareto
 from ecopt.objective import Constraint, Objective
+from ecopt.report.fmt import fmt_number
 from ecopt.trial import TrialRecord, TrialState
 
 if TYPE_CHECKING:
@@ -201,25 +202,17 @@ class Payback:
         est = " (estimated)" if self.estimated else ""
         n = self.items_to_recover
         if n is None:
-            return (f"Trial {self.best_trial} uses {_fmt(self.best_j_per_item)} J{est} per "
+            return (f"Trial {self.best_trial} uses {fmt_number(self.best_j_per_item)} J{est} per "
                     f"{self.phase} item, no less than baseline trial {self.baseline_trial} "
-                    f"({_fmt(self.baseline_j_per_item)} J{est}): the search's "
-                    f"{_fmt(self.search_energy_j)} J{est} are never recovered in this phase.")
-        return (f"The search spent {_fmt(self.search_energy_j)} J{est}. Running trial "
-                f"{self.best_trial} ({_fmt(self.best_j_per_item)} J per {self.phase} item) "
+                    f"({fmt_number(self.baseline_j_per_item)} J{est}): the search's "
+                    f"{fmt_number(self.search_energy_j)} J{est} are never recovered in this phase.")
+        return (f"The search spent {fmt_number(self.search_energy_j)} J{est}. Running trial "
+                f"{self.best_trial} ({fmt_number(self.best_j_per_item)} J per {self.phase} item) "
                 f"instead of baseline trial {self.baseline_trial} "
-                f"({_fmt(self.baseline_j_per_item)} J per item) saves "
-                f"{_fmt(self.saving_j_per_item)} J{est} per item: the search is recovered "
-                f"after {_fmt(math.ceil(n))} {self.phase} items.")
+                f"({fmt_number(self.baseline_j_per_item)} J per item) saves "
+                f"{fmt_number(self.saving_j_per_item)} J{est} per item: the search is recovered "
+                f"after {fmt_number(math.ceil(n))} {self.phase} items.")
 
-
-def _fmt(v: float | None) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, (int, np.integer)) or (isinstance(v, float) and v.is_integer()
-                                             and abs(v) < 1e15):
-        return f"{int(v):,}"
-    return f"{v:.4g}"
 
 
 @dataclass(frozen=True)
@@ -256,6 +249,10 @@ class ReportData:
         lifecycle_energy_j: Front trial -> energy of its non-inference phases +
             ``inferences`` x joules per inference item.
         unfinished: Trials started (``running.jsonl``) with no finished record yet.
+        sobol_fallbacks: Trials whose model-based proposal failed and fell back
+            to a Sobol point (``proposal["fallback"]`` says why).
+        model_proposals: Trials proposed by a model-based sampler or its fallback
+            (the "n" of "k of n proposals fell back to Sobol").
         warnings: Problems with the log or the request (skipped lines, no
             complete trial, unusable baseline); each is shown in the report.
         generated_at: When the report data was computed (ISO 8601 UTC).
@@ -287,6 +284,8 @@ class ReportData:
     inferences: float | None = None
     lifecycle_energy_j: dict[int, float] = field(default_factory=dict)
     unfinished: tuple[int, ...] = ()
+    sobol_fallbacks: tuple[int, ...] = ()
+    model_proposals: int = 0
     warnings: tuple[str, ...] = ()
     generated_at: str = ""
 
@@ -321,7 +320,7 @@ class ReportData:
         return [by_num[n] for n in self.front]
 
     def kind(self, record: TrialRecord) -> str:
-        """``front``, ``complete``, ``violates constraints``, ``failed`` or ``infeasible``."""
+        """``front``, ``complete``, ``violates constraints``, ``failed``, ``infeasible`` or ``pruned``."""
         if record.state is TrialState.COMPLETE:
             if not record.feasible:
                 return "violates constraints"
@@ -479,22 +478,8 @@ def _sanitize(records: Sequence[TrialRecord], objectives: Sequence[Objective]
     return out, warns
 
 
-def _reference_point(records: Sequence[TrialRecord], objectives: Sequence[Objective]
-                     ) -> tuple[float, ...] | None:
-    """Thresholds, inferred where missing (the rule of :meth:`Study.reference_point`)."""
-    thr = [o.threshold for o in objectives]
-    if all(t is not None for t in thr):
-        return tuple(float(t) for t in thr)  # type: ignore[arg-type]
-    ok = _ok(records)
-    if not ok:
-        return None
-    Y = _matrix(ok, [o.name for o in objectives])
-    inferred = pareto.infer_reference_point(Y, directions=[o.direction for o in objectives])
-    return tuple(float(t) if t is not None else float(v) for t, v in zip(thr, inferred))
-
-
 def _ok(records: Sequence[TrialRecord]) -> list[TrialRecord]:
-    return [r for r in records if r.state is TrialState.COMPLETE and r.feasible]
+    return pareto.feasible_complete(records)
 
 
 def _matrix(records: Sequence[TrialRecord], names: Sequence[str]) -> np.ndarray:
@@ -503,16 +488,11 @@ def _matrix(records: Sequence[TrialRecord], names: Sequence[str]) -> np.ndarray:
 
 
 def _front_numbers(records: Sequence[TrialRecord], objectives: Sequence[Objective]) -> tuple[int, ...]:
-    ok = _ok(records)
-    if not ok:
-        return ()
-    names = [o.name for o in objectives]
-    dirs = [o.direction for o in objectives]
-    Y = _matrix(ok, names)
-    mask = pareto.non_dominated(Y, dirs)
-    front = [r for r, m in zip(ok, mask) if m]
-    sign = 1.0 if dirs[0] == "max" else -1.0
-    front.sort(key=lambda r: (sign * r.values[names[0]], r.number))
+    """Front trial numbers, ordered along the first objective (worst to best)."""
+    front = pareto.front_records(records, objectives)
+    name = objectives[0].name
+    sign = 1.0 if objectives[0].direction == "max" else -1.0
+    front.sort(key=lambda r: (sign * r.values[name], r.number))
     return tuple(r.number for r in front)
 
 
@@ -698,12 +678,13 @@ def build_report(source: Study | str | Path, *, baseline: int | None = None,
         ref: tuple[float, ...] | None = given
         inferred = tuple(False for _ in objectives)
     else:
-        ref = _reference_point(records, objectives)
+        ref = pareto.study_reference_point(records, objectives)
         inferred = tuple(o.threshold is None for o in objectives)
 
     front = _front_numbers(records, objectives)
     ok = _ok(records)
-    hv = (pareto.hypervolume(_matrix([r for r in ok if r.number in front], names), list(ref), dirs)
+    on_front = set(front)
+    hv = (pareto.hypervolume(_matrix([r for r in ok if r.number in on_front], names), list(ref), dirs)
           if ref is not None and front else 0.0)
     series = hypervolume_series(records, objectives, ref)
 
@@ -719,12 +700,13 @@ def build_report(source: Study | str | Path, *, baseline: int | None = None,
     measured_any = any(p.measured for p in prov)
     search_j = float(sum(r.energy_j for r in records))
 
-    counts = {"complete": 0, "violates_constraints": 0, "failed": 0, "infeasible": 0}
+    counts = {"complete": 0, "violates_constraints": 0, "failed": 0, "infeasible": 0,
+              "pruned": 0}
     for r in records:
         if r.state is TrialState.COMPLETE:
             counts["complete" if r.feasible else "violates_constraints"] += 1
         else:
-            counts[r.state.value] += 1
+            counts[r.state.value] = counts.get(r.state.value, 0) + 1
 
     best: dict[str, int] = {}
     for o in objectives:
@@ -801,6 +783,9 @@ def build_report(source: Study | str | Path, *, baseline: int | None = None,
         inferences=inferences,
         lifecycle_energy_j=lifecycle,
         unfinished=_unfinished(study),
+        sobol_fallbacks=tuple(r.number for r in records if "fallback" in r.proposal),
+        model_proposals=sum(1 for r in records if "fallback" in r.proposal
+                            or r.proposed_by not in ("sobol", "random", "grid", "user")),
         warnings=tuple(warn_list),
         generated_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     )
@@ -897,18 +882,15 @@ def build_compare(sources: Sequence[Study | str | Path],
     else:
         # Every study's own front counts (not only the union's): the point sits
         # just below the worst front point of any study, so no front is cut off.
-        fronts = [r for (st, _), (recs, _) in zip(loaded, cleaned) for r in _ok(recs)
-                  if r.number in _front_numbers(recs, st.objectives)]
+        fronts = [r for (st, _), (recs, _) in zip(loaded, cleaned)
+                  for r in pareto.front_records(recs, st.objectives)]
         thr: list[float | None] = []
         for i in range(len(names)):
             ts = {st.objectives[i].threshold for st, _ in loaded}
             thr.append(ts.pop() if len(ts) == 1 else None)
         if fronts:
-            Z = pareto.to_maximization(_matrix(fronts, names), dirs)
-            nadir, ideal = Z.min(axis=0), Z.max(axis=0)
-            span = np.where(ideal > nadir, ideal - nadir,
-                            np.where(np.abs(nadir) > 0, np.abs(nadir), 1.0))
-            inferred = pareto.to_maximization((nadir - 0.1 * span).reshape(1, -1), dirs)[0]
+            inferred = pareto.infer_reference_point(_matrix(fronts, names), directions=dirs,
+                                                    front_only=False)
             ref = tuple(float(t) if t is not None else float(v) for t, v in zip(thr, inferred))
         elif all(t is not None for t in thr):
             ref = tuple(float(t) for t in thr)  # type: ignore[arg-type]

@@ -20,6 +20,12 @@ exceeds the consumer's. Recommendations change one knob at a time and are
 ranked by predicted speed-up over ``epochs`` epochs; ``best_config`` combines them.
 Energy comes from the meter (with ``meter="auto"`` on a machine without power
 counters it is an estimate from CPU time, and every report says so).
+
+Beyond the one-knob recommendations, the per-stage rates, CPU costs and output
+sizes feed :func:`ecopt.data.allocation.allocate`, a linear program over
+``num_workers``, ``prefetch_factor``, where to cache (after which stage, under a
+memory limit) and the backend: ``Diagnosis.allocation`` (printed by ``ecopt
+profile``); :func:`ecopt.data.allocation.apply_setting` applies it.
 """
 
 from __future__ import annotations
@@ -27,12 +33,18 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import sys
-import types
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ecopt.data.allocation import (
+    Allocation,
+    PipelineProfile,
+    PipelineSetting,
+    StageCost,
+    allocate,
+)
 from ecopt.data.loader import EpochLoader, LoaderConfig, _TensorBatches, cpu_cores
 from ecopt.data.pipeline import StagedDataset, StageTrace, StageWindow, TablePipeline
 from ecopt.meters import Meter, get_meter
@@ -109,6 +121,7 @@ class StageReport:
     rate: float
     energy_share: float = 0.0
     time_share: float = 0.0
+    out_bytes: float = math.nan
 
     @property
     def cpu_util(self) -> float:
@@ -162,6 +175,8 @@ class Diagnosis:
     measured: bool
     backend: str | None = None
     notes: list[str] = field(default_factory=list)
+    allocation: Allocation | None = None
+    pipeline_profile: PipelineProfile | None = None
 
     @property
     def recommended_config(self) -> LoaderConfig:
@@ -188,6 +203,7 @@ class Diagnosis:
             "recommendations": [r.to_dict() for r in self.recommendations],
             "best_config": self.best_config.to_dict(), "best_gain": self.best_gain,
             "measured": self.measured, "backend": self.backend, "notes": list(self.notes),
+            "allocation": self.allocation.to_dict() if self.allocation else None,
         }
 
     def to_text(self) -> str:
@@ -228,6 +244,8 @@ class Diagnosis:
                          f"{self.best_gain:.2f}x")
         else:
             lines.append("no knob change is predicted to speed this pipeline up by 5% or more")
+        if self.allocation is not None:
+            lines += ["", self.allocation.to_text()]
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
 
@@ -320,7 +338,8 @@ def profile(source: TablePipeline | StagedDataset | EpochLoader | Callable[[], t
             epochs: int = 3, trace_samples: int = 256, consumer_batches: int = 5,
             meter: str | Meter = "auto", try_backends: Sequence[str] = (),
             cores: int | None = None, warmup: bool = True,
-            measure_worker_start: bool = True) -> Diagnosis:
+            measure_worker_start: bool = True,
+            memory_limit_bytes: float | None = None) -> Diagnosis:
     """Trace a pipeline's stages, time its consumer and recommend knob changes.
 
     Args:
@@ -343,6 +362,8 @@ def profile(source: TablePipeline | StagedDataset | EpochLoader | Callable[[], t
             and first-call costs stay out of the stage times.
         measure_worker_start: Time how long a DataLoader worker takes to start
             (once per process) instead of assuming :data:`WORKER_START_S`.
+        memory_limit_bytes: Most bytes the allocation's cache and prefetch
+            buffers may keep (default: half the free RAM).
 
     Returns:
         A :class:`Diagnosis`.
@@ -378,8 +399,10 @@ def profile(source: TablePipeline | StagedDataset | EpochLoader | Callable[[], t
     bs = config.batch_size
 
     traces: list[StageTrace] = []
+    alt_tables: dict[str, list[StageTrace]] = {}
     tensors: tuple[Any, ...]
     scale = 1.0
+    burst = 1.0
     if isinstance(source, TablePipeline):
         kind = "table"
         if warmup:
@@ -402,11 +425,20 @@ def profile(source: TablePipeline | StagedDataset | EpochLoader | Callable[[], t
         k = min(n, int(trace_samples))
         idx = [int(i * n / k) for i in range(k)]
         values = [ds.items[i] for i in idx]
+        item_s = [0.0] * k
         for name, fn in ds.stages:
+            out_vals = []
             with StageWindow(name, "sample", m, samples=k) as w:
-                values = [fn(v) for v in values]
+                for j, v in enumerate(values):
+                    t_item = time.perf_counter()
+                    out_vals.append(fn(v))
+                    item_s[j] += time.perf_counter() - t_item
+            values = out_vals
             assert w.trace is not None
+            w.trace.out_bytes = float(_nbytes(values))
             traces.append(w.trace)
+        groups = [sum(item_s[i:i + bs]) for i in range(0, k, bs)]
+        burst = max(groups) / (sum(groups) / len(groups)) if sum(groups) > 0 else 1.0
         labels = [ds.labels[i] for i in idx] if ds.labels is not None else None
         items = list(zip(values, labels)) if labels is not None else values
         with StageWindow("collate", "batch", m, samples=k) as w:
@@ -462,7 +494,7 @@ def profile(source: TablePipeline | StagedDataset | EpochLoader | Callable[[], t
         f = (n / t.samples if t.samples else 1.0) if t.kind != "table" else 1.0
         d, c, e = per_epoch(t, f)
         reports.append(StageReport(t.name, t.kind, d, c, e, t.measured, t.source,
-                                   n / d if d > 0 else math.inf))
+                                   n / d if d > 0 else math.inf, out_bytes=t.out_bytes))
     cons_report = None
     consumer_rate = None
     if cons_trace is not None:
@@ -559,6 +591,7 @@ def profile(source: TablePipeline | StagedDataset | EpochLoader | Callable[[], t
             except Exception as exc:  # noqa: BLE001 - a missing backend is a note, not a failure
                 notes.append(f"backend {other!r} could not be traced: {exc}")
                 continue
+            alt_tables[other] = [t for t in alt_traces if t.kind == "table"]
             alt_table = sum(t.duration_s for t in alt_traces if t.kind == "table")
             alt_model = _Model(alt_table, 0.0, 1.0, 0.0, slice_s, model.consumer_s, par_cores,
                                int(epochs), start_s)
@@ -578,6 +611,20 @@ def profile(source: TablePipeline | StagedDataset | EpochLoader | Callable[[], t
             tot = model.total_s(cfg)
             if tot < best_tot * 0.99:
                 best_cfg, best_tot = cfg, tot
+    allocation, pprof = None, None
+    if kind in ("table", "sample"):
+        pprof = _pipeline_profile(reports, alt_tables, backend_name, n, bs, collate_s, slice_s,
+                                  cons_report, tensors, burst, start_s, scale)
+        cache_stage = pprof.stage_names(backend_name)[-1] if config.cache else None
+        limit = memory_limit_bytes if memory_limit_bytes is not None \
+            else 0.5 * _available_ram_bytes()
+        try:
+            allocation = allocate(pprof, par_cores, int(epochs), limit, max_workers=ncores,
+                                  current=PipelineSetting(backend_name, cache_stage,
+                                                          config.num_workers,
+                                                          config.prefetch_factor))
+        except ValueError as exc:  # nothing fits the memory limit: say so, keep the diagnosis
+            notes.append(f"no allocation: {exc}")
     if config.pin_memory and not config.effective_pin_memory:
         notes.append("pin_memory=True has no effect without CUDA")
     if not m.describe().get("measured", True) or (reports and not reports[0].measured):
@@ -589,7 +636,31 @@ def profile(source: TablePipeline | StagedDataset | EpochLoader | Callable[[], t
         predicted_rate=predicted_rate, consumer_rate=consumer_rate, recommendations=recs,
         best_config=best_cfg, best_gain=cur_total / best_tot if best_tot > 0 else 1.0,
         measured=bool(reports) and all(r.measured for r in reports), backend=backend_name,
-        notes=notes)
+        notes=notes, allocation=allocation, pipeline_profile=pprof)
+
+
+def _pipeline_profile(reports: list[StageReport], alt_tables: dict[str, list[StageTrace]],
+                      backend: str | None, n: int, batch_size: int, collate_s: float,
+                      slice_s: float, consumer: StageReport | None, tensors: tuple[Any, ...],
+                      burst: float, start_s: float, scale: float) -> PipelineProfile:
+    """The allocation's view of a traced pipeline (per-epoch costs, output sizes)."""
+    def cost(r: StageReport, out_bytes: float) -> StageCost:
+        return StageCost(r.name, "table" if r.kind == "table" else "sample", r.duration_s,
+                         r.cpu_s, out_bytes)
+
+    table: dict[str | None, list[StageCost]] = {
+        backend: [cost(r, r.out_bytes) for r in reports if r.kind == "table"]}
+    for other, traces in alt_tables.items():
+        table[other] = [StageCost(t.name, "table", t.duration_s, t.cpu_s, t.out_bytes)
+                        for t in traces]
+    sample = [cost(r, r.out_bytes * scale) for r in reports if r.kind == "sample"]
+    first = tuple(t[:batch_size] for t in tensors)
+    return PipelineProfile(
+        n_samples=n, batch_size=batch_size, table=table, sample=sample, collate_s=collate_s,
+        slice_s=slice_s, consumer_s=consumer.duration_s if consumer else 0.0,
+        consumer_cpu_s=consumer.cpu_s if consumer else 0.0,
+        batch_bytes=float(_nbytes(first)), burst=max(1.0, burst), worker_start_s=start_s,
+        backend=backend)
 
 
 _WORKLOADS = {
@@ -624,14 +695,3 @@ def cli_main(args: argparse.Namespace) -> int:
         print(diag.to_text())
     return 0
 
-
-class _CallableModule(types.ModuleType):
-    """Importing ``ecopt.data.profile`` (the module) rebinds ``ecopt.data.profile`` from the
-    function to this module; making the module callable keeps ``ecopt.data.profile(...)``
-    working either way."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Diagnosis:
-        return profile(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule

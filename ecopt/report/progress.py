@@ -25,6 +25,7 @@ import os
 import sys
 from typing import IO, TYPE_CHECKING, Any
 
+from ecopt.report.fmt import fmt_number
 from ecopt.trial import TrialRecord, TrialState
 
 if TYPE_CHECKING:
@@ -68,6 +69,7 @@ class Progress:
         self.measured = True
         self.has_energy = False
         self.failed = 0
+        self.pruned = 0
         self.done = 0
         for r in study.records:  # a resumed study: count what earlier sessions spent
             self._account(r)
@@ -93,19 +95,23 @@ class Progress:
         """``"12.3 J"``, ``"12.3 J (estimated)"`` or ``"n/a"``."""
         if not self.has_energy:
             return "n/a"
-        return f"{self.energy_j:.4g} J" + ("" if self.measured else " (estimated)")
+        return f"{fmt_number(self.energy_j)} J" + ("" if self.measured else " (estimated)")
 
     def postfix(self) -> str:
         """The text shown after the bar."""
         hv = self.study.hypervolume()
         front = len(self.study.best_trials())
-        return f"hv={hv:.4g} front={front} energy={self.energy_label} failed={self.failed}"
+        pruned = f" pruned={self.pruned}" if self.pruned else ""
+        return (f"hv={fmt_number(hv)} front={front} energy={self.energy_label} "
+                f"failed={self.failed}{pruned}")
 
     def update(self, record: TrialRecord) -> None:
         """Account for one finished trial."""
         self._account(record)
         self.done += 1
-        if record.state is not TrialState.COMPLETE:
+        if record.state is TrialState.PRUNED:
+            self.pruned += 1
+        elif record.state is not TrialState.COMPLETE:
             self.failed += 1
         if self._bar is None and not log.isEnabledFor(logging.INFO):
             return

@@ -1,0 +1,1 @@
+"""The user docs; ``python -m docs.tables`` regenerates their tables from docs/results/."""

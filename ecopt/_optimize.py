@@ -1,0 +1,201 @@
+"""The loop behind :meth:`ecopt.Study.optimize`: propose, submit, harvest, record.
+
+One driver thread runs it; executors run the objectives (inline, in worker
+processes or on a Dask cluster) and hand back :class:`~ecopt.trial.TrialOutcome`
+futures. The driver alone writes the trial log, so every record goes through
+:meth:`ecopt.Study.tell`.
+
+What survives a stop:
+
+* a trial whose future holds an outcome is recorded with that outcome, also
+  when the stop (Ctrl-C, a lost executor) comes before the loop looked at it;
+* only trials still running are recorded failed (``Interrupted``), keeping
+  whatever the driver knows of them (phases measured in-process so far).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from typing import TYPE_CHECKING, Any
+
+from ecopt.errors import ExecutorLostError
+from ecopt.executors import Executor
+from ecopt.trial import ErrorInfo, Trial, TrialOutcome, TrialRecord
+
+if TYPE_CHECKING:
+    from ecopt.report.progress import Progress
+    from ecopt.study import Study
+
+__all__ = ["OptimizeLoop", "Callback"]
+
+log = logging.getLogger("ecopt")
+
+#: ``callback(study, record)``, called after each trial is saved (Optuna's shape).
+Callback = Callable[["Study", TrialRecord], None]
+
+
+def _interrupted(t: Trial, why: str) -> TrialOutcome:
+    """A running trial stopped from outside: keep what the driver measured of it."""
+    return TrialOutcome(t.number, None, dict(t.phases), dict(t.metrics), dict(t.noise),
+                        dict(t.user_attrs), t.started_at, t.duration_s(),
+                        ErrorInfo("Interrupted", why, ""))
+
+
+class OptimizeLoop:
+    """One call of :meth:`Study.optimize` (see there for the arguments).
+
+    Attributes:
+        done: Records of the trials this call ran, in the order they were saved.
+        stop_reason: Why the loop stopped proposing (``"n_trials"``, ``"timeout"``,
+            ``"sampler exhausted"``, ``"stopped by study.stop()"``...).
+    """
+
+    def __init__(self, study: Study, objective: Callable[[Trial], Any], n_trials: int,
+                 batch_size: int, executor: Executor, timeout_s: float | None,
+                 progress: Progress, asynchronous: bool,
+                 callbacks: Sequence[Callback] = ()) -> None:
+        self.study = study
+        self.objective = objective
+        self.batch_size = batch_size
+        self.ex = executor
+        self.timeout_s = timeout_s
+        self.progress = progress
+        self.asynchronous = asynchronous
+        self.callbacks = list(callbacks)
+        self.to_start = n_trials
+        self.done: list[TrialRecord] = []
+        self.in_flight: dict[Future[TrialOutcome], Trial] = {}
+        self.stop_reason: str | None = None
+        self._t0 = time.monotonic()
+
+    # -- recording -------------------------------------------------------------
+    def _finish(self, t: Trial, out: TrialOutcome) -> None:
+        rec = self.study.tell(t, outcome=out)
+        self.done.append(rec)
+        self.progress.update(rec)
+        for cb in self.callbacks:
+            try:
+                cb(self.study, rec)
+            except Exception as exc:  # noqa: BLE001 - a callback never loses the study's trials
+                log.warning("callback %r failed after trial %d (the study goes on): %s: %s",
+                            cb, rec.number, type(exc).__name__, exc, exc_info=True)
+
+    def _harvest(self, futures: Sequence[Future[TrialOutcome]]) -> ExecutorLostError | None:
+        """Record the outcome of every finished future; return the executor's loss, if any."""
+        lost: ExecutorLostError | None = None
+        for fut in sorted(futures, key=lambda f: self.in_flight[f].number):
+            t = self.in_flight.pop(fut)
+            try:
+                out = fut.result()
+            except ExecutorLostError as exc:
+                lost = exc
+                self.in_flight[fut] = t
+                continue
+            except Exception as exc:  # the executor could not run it
+                out = TrialOutcome(t.number, None, {}, {}, {}, {}, t.started_at,
+                                   t.duration_s(), ErrorInfo.from_exception(exc))
+            self._finish(t, out)
+        return lost
+
+    def _stop_everything(self, why: str, extra: Sequence[Trial] = ()) -> None:
+        """Record finished futures as they are, then every trial still running as interrupted."""
+        finished = [f for f in self.in_flight if f.done() and not f.cancelled()]
+        try:
+            self._harvest(finished)
+        except BaseException:  # a second Ctrl-C while saving: still mark the rest
+            self._interrupt_rest(why, extra)
+            raise
+        self._interrupt_rest(why, extra)
+
+    def _interrupt_rest(self, why: str, extra: Sequence[Trial]) -> None:
+        trials = list(self.in_flight.values()) + [t for t in extra if t not in
+                                                  self.in_flight.values()]
+        self.in_flight.clear()
+        for t in sorted(trials, key=lambda t: t.number):
+            if t.number in self.study._running:
+                self._finish(t, _interrupted(t, why))
+        # Trials asked outside this loop (ask/tell by hand) are not ours to keep open either.
+        self.study._interrupt_running(why)
+
+    def _executor_lost(self, lost: ExecutorLostError, extra: Sequence[Trial] = ()
+                       ) -> ExecutorLostError:
+        n = len(self.in_flight) + len(extra)
+        self._stop_everything(f"the executor was lost: {lost}", extra)
+        where = f"the log in {str(self.study.path)!r} is complete" if self.study.path else \
+            "this in-memory study keeps its records"
+        return ExecutorLostError(
+            f"{lost}; {n} trial(s) in flight were recorded as failed "
+            f"(Interrupted) and {where}. Bring the scheduler back (or use another executor), "
+            "re-open the study with the same storage and call optimize() again to resume"
+        )
+
+    # -- proposing ---------------------------------------------------------------
+    def _may_start(self) -> bool:
+        """Whether new trials may start; sets :attr:`stop_reason` when not."""
+        if self.to_start <= 0:
+            self.stop_reason = self.stop_reason or "n_trials"
+            return False
+        if self.study._stop_requested:
+            self.stop_reason = "stopped by study.stop()"
+            self.to_start = 0
+            return False
+        if self.timeout_s is not None and time.monotonic() - self._t0 > self.timeout_s:
+            self.stop_reason = f"timeout_s={self.timeout_s:g} reached"
+            self.to_start = 0
+            return False
+        return True
+
+    def _start_batch(self) -> bool:
+        """Ask for and submit up to ``batch_size`` trials; False when the sampler has none."""
+        free = self.ex.slots - len(self.in_flight)
+        asked = self.study.ask(min(self.batch_size, self.to_start, free))
+        trials = asked if isinstance(asked, list) else [asked]
+        if not trials:
+            log.warning("the sampler has nothing left to propose; stopping")
+            self.stop_reason = "the sampler has nothing left to propose"
+            self.to_start = 0
+            return False
+        self.to_start -= len(trials)
+        for i, t in enumerate(trials):
+            try:
+                self.in_flight[self.ex.submit(self.objective, t)] = t
+            except ExecutorLostError as exc:
+                raise self._executor_lost(exc, trials[i:]) from exc
+            except BaseException:
+                # Ctrl-C inside an inline executor's submit: this trial and the
+                # rest of the batch never ran to the end.
+                self._stop_everything("stopped by KeyboardInterrupt", trials[i:])
+                raise
+        return True
+
+    # -- the loop ------------------------------------------------------------------
+    def run(self) -> list[TrialRecord]:
+        """Run until ``n_trials`` started and finished (or a stop); return the records."""
+        try:
+            while self.in_flight or self._may_start():
+                free = self.ex.slots - len(self.in_flight)
+                if self.to_start > 0 and free > 0 and (self.asynchronous or not self.in_flight) \
+                        and self._may_start():
+                    if not self._start_batch():
+                        continue
+                    if self.asynchronous and self.to_start > 0 \
+                            and self.ex.slots > len(self.in_flight) \
+                            and not any(f.done() for f in self.in_flight):
+                        # Fill every free slot before waiting, unless results are already
+                        # in (the local executor runs inline): the sampler must see them.
+                        continue
+                if not self.in_flight:
+                    continue
+                finished, _ = wait(list(self.in_flight), timeout=1.0,
+                                   return_when=FIRST_COMPLETED)
+                lost = self._harvest(list(finished))
+                if lost is not None:
+                    raise self._executor_lost(lost) from lost
+        except KeyboardInterrupt:
+            self._stop_everything("stopped by KeyboardInterrupt")
+            self.stop_reason = "KeyboardInterrupt"
+            raise
+        return self.done

@@ -1,0 +1,54 @@
+"""Number formatting: the one rule every report, CLI command and progress line uses.
+
+Example:
+    >>> from ecopt.report.fmt import fmt_number
+    >>> fmt_number(12345.0), fmt_number(0.123456), fmt_number(float("nan")), fmt_number(None)
+    ('12,345', '0.1235', '-', '-')
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+__all__ = ["fmt_number", "MISSING"]
+
+#: How a missing value (``None`` or NaN) is shown.
+MISSING = "-"
+
+
+def fmt_number(v: Any) -> str:
+    """A number as people read it in a table.
+
+    * ``None`` and NaN: ``"-"``; infinities: ``"inf"`` / ``"-inf"``; booleans: ``"True"``;
+    * integers, and floats with no fractional part, below 1e15 in magnitude:
+      thousands separators (``12345.0`` -> ``"12,345"``);
+    * other floats of magnitude 1e3 to 1e15: rounded to a whole number with
+      separators (``1036.4`` -> ``"1,036"``, ``12345.6`` -> ``"12,346"``), so a
+      column of such numbers reads alike;
+    * everything else: four significant digits (``0.1235``, ``1.5e-05``, ``2.3e+16``).
+
+    Anything that is not a number is returned as ``str(v)``.
+    """
+    if v is None:
+        return MISSING
+    if isinstance(v, bool):
+        return str(v)
+    if hasattr(v, "item") and not isinstance(v, (int, float)):
+        try:
+            v = v.item()  # numpy / torch scalars
+        except (TypeError, ValueError):
+            return str(v)
+    if isinstance(v, int):
+        return f"{v:,}" if abs(v) < 10**15 else f"{v:.4g}"
+    if not isinstance(v, float):
+        return str(v)
+    if math.isnan(v):
+        return MISSING
+    if v == 0:
+        return "0"
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    if abs(v) < 1e15 and (v.is_integer() or abs(v) >= 1e3):
+        return f"{v:,.0f}"
+    return f"{v:.4g}"

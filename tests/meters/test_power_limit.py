@@ -1,0 +1,231 @@
+"""GPU power limit through NVML (ecopt.meters.power_limit) against the fake pynvml."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import ecopt
+from ecopt.errors import PowerLimitError
+from ecopt.meters.power_limit import (
+    PowerLimitObjective,
+    default_state_path,
+    gpu_power_limit,
+    power_limit_range,
+    restore_stale_power_limits,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+UUID0 = "GPU-00000000-0000-0000-0000-000000000000"
+UUID1 = "GPU-11111111-1111-1111-1111-111111111111"
+
+
+def _entries(path: Path) -> dict:
+    return json.loads(path.read_text())["entries"] if path.exists() else {}
+
+
+def test_range_is_the_intersection_of_the_gpus(fake_nvml, hw):
+    fake_nvml([hw.FakeGpu(min_limit_mw=100_000, max_limit_mw=400_000),
+               hw.FakeGpu(uuid=UUID1, min_limit_mw=150_000, max_limit_mw=350_000)])
+    assert power_limit_range() == (150.0, 350.0)
+    assert power_limit_range(gpus=[0]) == (100.0, 400.0)
+    with pytest.raises(ValueError, match=r"GPU index must be in \[0, 1\]"):
+        power_limit_range(gpus=[2])
+
+
+def test_limit_is_set_for_the_block_persisted_first_and_restored(fake_nvml, hw, tmp_path):
+    nv = fake_nvml([hw.FakeGpu(power_limit_mw=300_000)])
+    state = tmp_path / "state.json"
+    real_set = nv.nvmlDeviceSetPowerManagementLimit
+    persisted_at_set: list[bool] = []
+
+    def spy(h, mw):
+        persisted_at_set.append(UUID0 in _entries(state))
+        real_set(h, mw)
+
+    nv.nvmlDeviceSetPowerManagementLimit = spy
+    with gpu_power_limit(200, gpus=[0], state_path=state) as facts:
+        assert nv.gpus[0].power_limit_mw == 200_000
+        entry = _entries(state)[UUID0]
+        assert entry["pid"] == os.getpid() and entry["original_mw"] == 300_000
+        assert entry["set_mw"] == 200_000 and (entry["min_mw"], entry["max_mw"]) == (100_000,
+                                                                                   400_000)
+        assert facts[0].original_w == 300.0 and facts[0].set_w == 200.0
+    assert nv.gpus[0].power_limit_mw == 300_000
+    assert nv.gpus[0].limit_history == [200_000, 300_000]
+    assert persisted_at_set == [True, True]  # the original was on disk before the change
+    assert _entries(state) == {}
+
+
+def test_restored_when_the_block_raises(fake_nvml, hw, tmp_path):
+    nv = fake_nvml([hw.FakeGpu(power_limit_mw=250_000), hw.FakeGpu(uuid=UUID1,
+                                                                  power_limit_mw=260_000)])
+    state = tmp_path / "state.json"
+    with pytest.raises(KeyboardInterrupt):
+        with gpu_power_limit(150, state_path=state):
+            assert [g.power_limit_mw for g in nv.gpus] == [150_000, 150_000]
+            raise KeyboardInterrupt
+    assert [g.power_limit_mw for g in nv.gpus] == [250_000, 260_000]
+    assert _entries(state) == {}
+
+
+def test_out_of_range_is_refused_before_anything_changes(fake_nvml, hw, tmp_path):
+    nv = fake_nvml([hw.FakeGpu()])
+    with pytest.raises(ValueError, match=r"range \[100, 400\] W .* got 450 W"):
+        with gpu_power_limit(450, state_path=tmp_path / "s.json"):
+            pass  # pragma: no cover
+    assert nv.gpus[0].calls.get("set_limit") is None and _entries(tmp_path / "s.json") == {}
+
+
+def test_no_permission_says_what_is_needed(fake_nvml, hw, tmp_path):
+    nv = fake_nvml([hw.FakeGpu(can_set_limit=False, power_limit_mw=300_000)])
+    state = tmp_path / "s.json"
+    with pytest.raises(PowerLimitError) as err:
+        with gpu_power_limit(200, state_path=state):
+            pass  # pragma: no cover
+    msg = str(err.value)
+    assert "NVML_ERROR_NO_PERMISSION" in msg and "root" in msg and "nvidia-smi -pm 1" in msg
+    assert nv.gpus[0].power_limit_mw == 300_000 and _entries(state) == {}
+
+
+def test_unsupported_gpu_is_a_clear_error(fake_nvml, hw, tmp_path):
+    fake_nvml([hw.FakeGpu(limit_supported=False)])
+    with pytest.raises(PowerLimitError, match="does not support"):
+        power_limit_range()
+
+
+def test_a_live_holder_blocks_a_second_change(fake_nvml, hw, tmp_path):
+    nv = fake_nvml([hw.FakeGpu(power_limit_mw=300_000)])
+    state = tmp_path / "s.json"
+    with gpu_power_limit(200, state_path=state):
+        with pytest.raises(PowerLimitError, match="already held by process"):
+            with gpu_power_limit(150, state_path=state):
+                pass  # pragma: no cover
+        assert nv.gpus[0].power_limit_mw == 200_000  # the outer limit stands
+    assert nv.gpus[0].power_limit_mw == 300_000
+
+
+def test_a_killed_process_leaves_an_entry_that_the_next_open_restores(fake_nvml, hw, tmp_path):
+    """A real child process sets a limit and dies inside the block (os._exit, like SIGKILL)."""
+    state = tmp_path / "state.json"
+    child = textwrap.dedent(f"""
+        import os, sys
+        sys.path.insert(0, {str(ROOT)!r})
+        from ecopt.meters._fake_nvml import FakeGpu, installed_fake_pynvml
+        from ecopt.meters.power_limit import gpu_power_limit
+        with installed_fake_pynvml([FakeGpu(power_limit_mw=300_000)]):
+            with gpu_power_limit(175, state_path={str(state)!r}):
+                os._exit(9)
+    """)
+    res = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True,
+                         timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert res.returncode == 9, res.stderr
+    left = _entries(state)[UUID0]
+    assert left["original_mw"] == 300_000 and left["set_mw"] == 175_000
+    # This process sees the same GPU with the dead child's limit still applied.
+    nv = fake_nvml([hw.FakeGpu(power_limit_mw=175_000)])
+    out = restore_stale_power_limits(state)
+    assert [o["outcome"] for o in out] == ["restored"] and out[0]["uuid"] == UUID0
+    assert nv.gpus[0].power_limit_mw == 300_000 and _entries(state) == {}
+    assert restore_stale_power_limits(state) == []  # nothing left to do
+
+
+def test_stale_entries_from_an_earlier_boot_are_dropped_untouched(fake_nvml, hw, tmp_path):
+    nv = fake_nvml([hw.FakeGpu(power_limit_mw=300_000)])
+    state = tmp_path / "s.json"
+    state.write_text(json.dumps({"version": 1, "entries": {UUID0: {
+        "pid": 1, "boot_id": "another-boot", "original_mw": 250_000, "set_mw": 200_000}}}))
+    out = restore_stale_power_limits(state)
+    assert out[0]["outcome"].startswith("dropped: earlier boot")
+    assert nv.gpus[0].calls.get("set_limit") is None and _entries(state) == {}
+
+
+def test_failed_restore_keeps_the_entry_and_never_raises(fake_nvml, hw, tmp_path, caplog):
+    fake_nvml([hw.FakeGpu(can_set_limit=False)])
+    state = tmp_path / "s.json"
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()
+    entry = {"pid": int(dead), "original_mw": 250_000, "set_mw": 200_000, "name": "x"}
+    state.write_text(json.dumps({"version": 1, "entries": {UUID0: entry}}))
+    out = restore_stale_power_limits(state)
+    assert out[0]["outcome"].startswith("failed: no permission")
+    assert UUID0 in _entries(state) and "could not restore" in caplog.text
+    assert restore_stale_power_limits(tmp_path / "missing.json") == []
+
+
+def test_state_path_is_host_local_and_overridable(monkeypatch, tmp_path):
+    import socket
+
+    monkeypatch.delenv("ECOPT_POWER_LIMIT_STATE", raising=False)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    assert default_state_path() == tmp_path / "ecopt" / f"gpu-power-limits-{socket.gethostname()}.json"
+    monkeypatch.setenv("ECOPT_POWER_LIMIT_STATE", str(tmp_path / "x.json"))
+    assert default_state_path() == tmp_path / "x.json"
+
+
+def test_power_limit_as_a_search_dimension(fake_nvml, hw, tmp_path):
+    nv = fake_nvml([hw.FakeGpu(power_limit_mw=400_000)])
+    seen: list[int] = []
+
+    def objective(trial):
+        seen.append(nv.gpus[0].power_limit_mw)
+        with trial.phase("work", samples=10):
+            pass
+        if trial.params["power_limit_w"] > 300:
+            raise RuntimeError("crash under a high limit")
+        return {"spj": trial.samples_per_joule("work")}
+
+    space = ecopt.SearchSpace({"power_limit_w": ecopt.Float(*power_limit_range())})
+    study = ecopt.Study(space, [ecopt.Objective("spj", "max")], storage=tmp_path / "st",
+                        sampler="random", meter="estimate")
+    obj = PowerLimitObjective(objective, gpus=[0], state_path=str(tmp_path / "state.json"))
+    for w in (150.0, 350.0):
+        t = study.ask(params={"power_limit_w": w})
+        try:
+            study.tell(t, obj(t))
+        except RuntimeError as exc:
+            study.tell(t, exc)
+    assert seen == [150_000, 350_000] and nv.gpus[0].power_limit_mw == 400_000
+    ok, failed = study.records
+    assert ok.state.value == "complete" and failed.state.value == "failed"
+    for rec, w in ((ok, 150.0), (failed, 350.0)):  # recorded even when the trial fails
+        assert rec.metrics["power_limit_w"] == w and rec.metrics["power_limit_original_w"] == 400
+        assert (rec.metrics["power_limit_min_w"], rec.metrics["power_limit_max_w"]) == (100, 400)
+        assert rec.user_attrs["power_limit"][0]["uuid"] == UUID0
+    study.close()
+    # Trials without the param run without touching the GPU.
+    plain = PowerLimitObjective(lambda trial: {"x": 1.0}, state_path=str(tmp_path / "state.json"))
+    assert plain(ecopt.Trial(0, {}, ecopt.meters.get_meter("estimate"))) == {"x": 1.0}
+    assert nv.gpus[0].calls["set_limit"] == 4
+
+
+def test_opening_a_study_restores_limits_left_by_a_dead_process(fake_nvml, hw, tmp_path,
+                                                                  monkeypatch):
+    nv = fake_nvml([hw.FakeGpu(power_limit_mw=180_000)])
+    state = tmp_path / "s.json"
+    monkeypatch.setenv("ECOPT_POWER_LIMIT_STATE", str(state))
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()
+    state.write_text(json.dumps({"version": 1, "entries": {UUID0: {
+        "pid": int(dead), "original_mw": 320_000, "set_mw": 180_000}}}))
+    study = ecopt.Study(ecopt.SearchSpace({"x": ecopt.Float(0, 1)}),
+                        [ecopt.Objective("y", "min")], sampler="random", meter="estimate")
+    assert nv.gpus[0].power_limit_mw == 320_000 and _entries(state) == {}
+    study.close()
+
+
+def test_an_emergency_exit_can_restore_its_own_limits(fake_nvml, hw, tmp_path):
+    nv = fake_nvml([hw.FakeGpu(power_limit_mw=300_000)])
+    state = tmp_path / "s.json"
+    with gpu_power_limit(120, state_path=state):
+        assert restore_stale_power_limits(state) == []  # this process is alive: kept
+        out = restore_stale_power_limits(state, include_this_process=True)
+        assert [o["outcome"] for o in out] == ["restored"]
+        assert nv.gpus[0].power_limit_mw == 300_000 and _entries(state) == {}
+    assert nv.gpus[0].power_limit_mw == 300_000  # the block's own restore is harmless
