@@ -6,12 +6,16 @@ Usage (from the repository root)::
     python -m benchmarks.mobo                         # >= 10 seeds, 100 (M=2) / 60 (M=3) evals
     python -m benchmarks.mobo --problems zeus --methods ecopt-qlognehvi,optuna-gp --seeds 5
     python -m benchmarks.mobo --report-only --out benchmarks/results/mobo
+    # a part of a directory's runs, recorded for the docs (docs/results/mobo/<date>-40evals):
+    python -m benchmarks.mobo --report-only --out runs/mobo --problems dtlz2 --budget 40 \
+        --seeds 10 --methods ecopt-qlognehvi,ecopt-before --record 40evals
 
 Every finished (problem, method, seed) run is appended to
-``<out>/runs-<tag>.jsonl`` as it ends, so an interrupted run resumes where it
-stopped and several processes (``--tag``) can share the work; the report
-(``<out>/report.md``, plots ``<out>/<problem>.png``) is built from every
-``runs-*.jsonl`` in ``<out>``.
+``<out>/runs-<tag>.jsonl`` as it ends, with the commit of the ``ecopt`` that
+ran it, so an interrupted run resumes where it stopped and several processes
+(``--tag``) can share the work; the report (``<out>/report.md``, plots
+``<out>/<problem>.png``) is built from the ``runs-*.jsonl`` in ``<out>``
+(those of ``--problems``, ``--methods``, ``--seeds`` and ``--budget`` when given).
 
 ecopt is driven through its public API (``ecopt.Study`` in memory, meter
 ``"wallclock"``); Optuna through ``study.ask``/``study.tell``. Methods that
@@ -31,6 +35,7 @@ import math
 import os
 import platform
 import re
+import shlex
 import sys
 import time
 import warnings
@@ -319,7 +324,17 @@ def run_one(problem: Problem, method: str, seed: int, budget: int) -> dict[str, 
         "n_init": problem.n_init, "max_hv": problem.max_hv, "hv": curve,
         "log_gap": [problem.log_gap(h) for h in curve], "ask_s": ask_s,
         "wall_s": time.perf_counter() - t0, "params": params_seq,
+        "git_commit": _code_commit(),
     }
+
+
+def _code_commit() -> str:
+    """The commit of the ``ecopt`` that runs (``-dirty`` with uncommitted changes)."""
+    import ecopt
+    from ecopt.report.recorded import git_commit
+
+    sha, dirty = git_commit(Path(ecopt.__file__))
+    return sha + ("-dirty" if dirty else "")
 
 
 # -- report ----------------------------------------------------------------------
@@ -336,17 +351,36 @@ def _load_runs(out: Path) -> list[dict[str, Any]]:
     return list(runs.values())
 
 
+def select_runs(runs: Sequence[dict[str, Any]], problems: Sequence[str] | None = None,
+                methods: Sequence[str] | None = None, seeds: Sequence[int] | None = None,
+                budget: int | None = None) -> list[dict[str, Any]]:
+    """The runs of the given problems, methods (names as recorded), seeds and budget
+    (``None``: any), so a report of one directory can show a part of what it holds."""
+    def keep(r: dict[str, Any]) -> bool:
+        return ((not problems or r["problem"] in {p.strip() for p in problems})
+                and (not methods or r["method"] in methods)
+                and (seeds is None or r["seed"] in seeds)
+                and (budget is None or r["budget"] == budget))
+
+    return [r for r in runs if keep(r)]
+
+
 def _budgets(budget: int, n_init: int) -> list[int]:
     marks = sorted({n_init, *range(10, budget, 10 if budget <= 40 else 20), budget})
     return [b for b in marks if n_init <= b <= budget]
 
 
-def _mean_2se(x: Sequence[float]) -> str:
+def _mean_2se(x: Sequence[float]) -> Any:
+    """Mean and mean +- 2 standard errors as a table cell (the mean alone for one value)."""
+    from ecopt.report.recorded import interval
+
     a = np.asarray(x, dtype=float)
     if a.size == 0:
-        return "-"
-    se = a.std(ddof=1) / math.sqrt(a.size) if a.size > 1 else float("nan")
-    return f"{a.mean():+.2f} ± {2 * se:.2f}" if a.size > 1 else f"{a.mean():+.2f}"
+        return None
+    if a.size == 1:
+        return float(a[0])
+    se = float(a.std(ddof=1)) / math.sqrt(a.size)
+    return interval(float(a.mean()), float(a.mean()) - 2 * se, float(a.mean()) + 2 * se)
 
 
 def summarise(runs: Sequence[dict[str, Any]], reference: str = REFERENCE_METHOD
@@ -396,32 +430,29 @@ def summarise(runs: Sequence[dict[str, Any]], reference: str = REFERENCE_METHOD
     return out
 
 
-def _g(v: float) -> str:
-    return f"{v:.5g}"
-
-
 def problem_table(s: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
-    """One problem's summary as table columns and rows (what reports and records show)."""
+    """One problem's summary as table columns and rows (what reports and records show).
+
+    ``n=<b>`` cells are the mean log10 gap with its mean +- 2 SE interval; ``final HV``
+    is the mean final hypervolume, ``sd`` its standard deviation over seeds.
+    """
     marks = s["marks"]
-    cols = ["method", "seeds", *[f"n={b}" for b in marks], "final HV", "sd", "worst (seed)",
-            "collapses", "p better", "p worse", "ask s"]
+    cols = ["method", "seeds", *[f"n={b}" for b in marks], "final HV", "sd", "worst HV",
+            "worst seed", "collapses", "p better", "p worse", "ask s"]
     rows: list[list[Any]] = []
     for m, r in s["rows"].items():
         rows.append([m, r["n_seeds"], *[_mean_2se(r["log_gap"][b]) for b in marks],
-                     _g(float(np.mean(r["final_hv"]))), _g(r["final_hv_sd"]),
-                     f"{_g(r['worst_hv'])} ({r['worst_seed']})",
-                     f"{r['collapses']}/{r['n_seeds']}",
-                     "-" if r["p_ecopt_better"] is None else f"{r['p_ecopt_better']:.3g}",
-                     "-" if r["p_ecopt_worse"] is None else f"{r['p_ecopt_worse']:.3g}",
-                     "-" if r["median_ask_s"] is None else f"{r['median_ask_s']:.3f}"])
+                     float(np.mean(r["final_hv"])), r["final_hv_sd"], r["worst_hv"],
+                     r["worst_seed"], f"{r['collapses']}/{r['n_seeds']}",
+                     r["p_ecopt_better"], r["p_ecopt_worse"], r["median_ask_s"]])
     return cols, rows
 
 
 def markdown_table(cols: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """A Markdown table."""
-    return "\n".join(["| " + " | ".join(map(str, cols)) + " |",
-                      "|" + "---|" * len(cols),
-                      *["| " + " | ".join(map(str, r)) + " |" for r in rows]])
+    """A Markdown table, cells formatted as every recorded run formats them."""
+    from ecopt.report.recorded import Table, render_table
+
+    return render_table(Table(cols, rows))
 
 
 def _targets(summary: dict[str, Any]) -> list[str]:
@@ -469,20 +500,24 @@ def versions() -> dict[str, str]:
     return out
 
 
+def table_legend(reference: str) -> str:
+    """What the columns of :func:`problem_table` mean."""
+    return (f"n=<b>: log10(max HV - HV) after b evaluations, mean [mean - 2 SE, mean + 2 SE] "
+            f"over seeds (lower is better); final HV: mean over seeds, sd: its standard "
+            f"deviation, worst HV / worst seed: the lowest final HV and its seed; collapses: "
+            f"seeds whose final HV is below {COLLAPSE_FRACTION:.0%} of the maximum; p better / "
+            f"p worse: one-sided Mann-Whitney U p that {reference} has a higher / lower final "
+            f"HV than the row; ask s: median wall-clock seconds per model-based suggestion.")
+
+
 def report_markdown(summary: dict[str, Any], command: str, meta: dict[str, str]) -> str:
     """The markdown report of a summary."""
     lines = [f"Command: `{command}`", "",
              f"Date (UTC): {time.strftime('%Y-%m-%d %H:%M', time.gmtime())}", "",
              "Versions: " + ", ".join(f"{k} {v}" for k, v in meta.items()), ""]
     for prob, s in summary.items():
-        ref = s.get("reference", REFERENCE_METHOD)
-        lines += [f"### {prob}", "",
-                  f"max HV {s['max_hv']:.6g}; n=...: mean ± 2 SE of log10(max HV - HV) over "
-                  "seeds (lower is better); final HV: mean, standard deviation over seeds and "
-                  f"the worst seed's; collapses: seeds whose final HV is below "
-                  f"{COLLAPSE_FRACTION:.0%} of the maximum; p better / p worse: one-sided "
-                  f"Mann-Whitney U that {ref} has a higher / lower final HV than the row; "
-                  "ask s: median wall-clock s per model-based suggestion.", "",
+        lines += [f"### {prob}", "", f"max HV {s['max_hv']:.6g}; "
+                  + table_legend(s.get("reference", REFERENCE_METHOD)), "",
                   markdown_table(*problem_table(s)), ""]
     t = _targets(summary)
     if t:
@@ -490,53 +525,38 @@ def report_markdown(summary: dict[str, Any], command: str, meta: dict[str, str])
     return "\n".join(lines)
 
 
-def _git_commit() -> str:
-    import subprocess
-
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                             cwd=Path(__file__).resolve().parent, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "ecopt", "benchmarks"],
-                               capture_output=True, text=True, check=True,
-                               cwd=Path(__file__).resolve().parent).stdout.strip()
-        return out + ("-dirty" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+def run_commits(runs: Sequence[dict[str, Any]]) -> dict[str, list[str]]:
+    """Method -> the git commits of the code its runs ran (``unknown`` where not recorded)."""
+    out: dict[str, set[str]] = {}
+    for r in runs:
+        out.setdefault(r["method"], set()).add(r.get("git_commit", "unknown"))
+    return {m: sorted(c) for m, c in sorted(out.items())}
 
 
-def record(directory: Path, script: str, command: str, tables: dict[str, Any],
-           markdown: str, **facts: Any) -> None:
-    """Write a recorded run (``summary.json`` and ``summary.md``) into ``directory``.
+def record(directory: Path, command: str, summary: dict[str, Any],
+           runs: Sequence[dict[str, Any]], notes: Sequence[str] = ()) -> Path:
+    """Write the recorded run (``summary.json``, ``summary.md``) of a summary into ``directory``.
 
-    The format every recorded run under ``docs/results/`` has: the exact
-    command, the code's commit, versions, machine and (no) energy provenance,
-    the tables as columns and rows, and any other facts.
+    Through :mod:`ecopt.report.recorded`, one table per problem (ids: problem names),
+    so ``python -m docs.tables`` can copy them into doc pages. The commits each
+    method's runs ran at are kept in the facts (``code``): a report rebuilt from runs
+    of several checkouts (``--label``) records every one of them.
     """
-    import ecopt
+    from ecopt.report import recorded
 
-    directory.mkdir(parents=True, exist_ok=True)
-    meta = versions()
-    machine = (f"{meta.pop('cpu')}, {meta.pop('cores')} cores, "
-               f"{_ram_gib():.0f} GiB RAM, no GPU")
-    doc = {"script": script, "command": command,
-           "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-           "git_commit": _git_commit(), "versions": {**meta, "ecopt": ecopt.__version__},
-           "machine": machine,
-           "energy": None, "tables": {k: {"columns": list(c), "rows": [list(r) for r in rows]}
-                                      for k, (c, rows) in tables.items()}, **facts}
-    (directory / "summary.json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
-    head = [f"# {script}", "", f"Command: `{command}`", "",
-            f"Date: {doc['date']}; code: {doc['git_commit']}; machine: {machine}", "",
-            "Versions: " + ", ".join(f"{k} {v}" for k, v in doc["versions"].items()), "",
-            "Energy: none involved (optimiser benchmarks).", ""]
-    (directory / "summary.md").write_text("\n".join(head) + markdown + "\n")
-
-
-def _ram_gib() -> float:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2 ** 30
-    except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX
-        return float("nan")
+    tables = {prob: recorded.Table(*problem_table(s)) for prob, s in summary.items()}
+    ref = next(iter(summary.values())).get("reference", REFERENCE_METHOD) if summary else ""
+    facts = {"collapse_fraction": COLLAPSE_FRACTION, "reference": ref,
+             "max_hv": {p: s["max_hv"] for p, s in summary.items()},
+             "budget": {p: s["budget"] for p, s in summary.items()},
+             "seeds": {p: {m: r["seeds"] for m, r in s["rows"].items()}
+                       for p, s in summary.items()},
+             "code": run_commits(runs), "targets": _targets(summary)}
+    recorded.write_run(directory, script="benchmarks/mobo.py", command=command, tables=tables,
+                       energy=None, title="Sample efficiency: hypervolume against evaluations",
+                       notes=[table_legend(ref), *notes], facts=facts,
+                       extra_libraries=("optuna",))
+    return directory
 
 
 def plot(summary_runs: Sequence[dict[str, Any]], out: Path) -> list[Path]:
@@ -581,9 +601,11 @@ def build_parser() -> argparse.ArgumentParser:
                          "M=3, 50 for Zeus; 30 quick)")
     ap.add_argument("--problems", default=None,
                     help="comma-separated problems (default: every problem, noiseless and noisy)")
-    ap.add_argument("--methods", default=",".join(METHODS),
-                    help="comma-separated methods (also ecopt-qlognehvi-r<R>-raw<N>-mc<S>: "
-                         "R restarts, N raw samples, S MC samples)")
+    ap.add_argument("--methods", default=None,
+                    help="comma-separated methods (default: all; also ecopt-qlognehvi-r<R>-raw<N>-"
+                         "mc<S>: R restarts, N raw samples, S MC samples; "
+                         "ecopt-qlognehvi-alpha<a>: box decompositions approximated by a); with "
+                         "--report-only, the rows to report (names given by --label too)")
     ap.add_argument("--zeus-dir", default=str(DEFAULT_ZEUS_DIR),
                     help="directory with summary_train.csv and summary_power_*.csv")
     ap.add_argument("--zeus-gpu", default=None, help="which summary_power_<gpu>.csv")
@@ -596,9 +618,12 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--report-only", action="store_true", help="only rebuild the report")
     ap.add_argument("--reference", default=REFERENCE_METHOD,
                     help="the method every row's p values compare against")
-    ap.add_argument("--record", default=None, metavar="DIR",
-                    help="also write the recorded run (summary.json, summary.md) into DIR, "
-                         "e.g. docs/results/mobo/<date>-<tag>")
+    ap.add_argument("--record", nargs="?", const="", default=None, metavar="TAG",
+                    help="also write the recorded run (summary.json, summary.md) to "
+                         "docs/results/mobo/<date>[-TAG]")
+    ap.add_argument("--note", action="append", default=[],
+                    help="a caveat the recorded run keeps (repeatable), e.g. the commands "
+                         "that made runs this report is rebuilt from")
     ap.add_argument("--no-plot", action="store_true")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     return ap
@@ -610,9 +635,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     seeds = args.seeds if args.seeds is not None else (3 if args.quick else 10)
-    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    methods = [m.strip() for m in (args.methods or ",".join(METHODS)).split(",") if m.strip()]
     bad = [m for m in methods if not known_method(m)]
-    if bad:
+    if bad and not args.report_only:
         raise SystemExit(f"unknown method(s) {bad}; expected some of {list(METHODS)}")
     if args.label is not None and len(methods) != 1:
         raise SystemExit(f"--label names the runs of one method, got {len(methods)} methods")
@@ -650,25 +675,24 @@ def main(argv: Sequence[str] | None = None) -> int:
                         fh.write(json.dumps(r) + "\n")
                     print(f"{problem.name:22s} {name:20s} seed {seed:2d}: final log gap "
                           f"{r['log_gap'][-1]:+.3f}  ({r['wall_s']:.1f} s)", flush=True)
-    runs = _load_runs(out)
-    if args.problems:
-        runs = [r for r in runs if r["problem"] in {p.strip() for p in problems}]
+    shown = [args.label] if args.label else methods if args.methods else None
+    runs = select_runs(_load_runs(out), problems=problems if args.problems else None,
+                       methods=shown,
+                       seeds=(range(args.seed_offset, args.seed_offset + seeds)
+                              if args.seeds is not None else None), budget=args.budget)
     if not runs:
         print("no runs to report")
         return 1
     summary = summarise(runs, args.reference)
-    cmd = "python -m benchmarks.mobo " + " ".join(sys.argv[1:] if argv is None else argv)
+    cmd = "python -m benchmarks.mobo " + " ".join(
+        shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
     md = report_markdown(summary, cmd, versions())
-    if args.record:
-        tables = {prob: problem_table(s) for prob, s in summary.items()}
-        body = "\n".join(f"## {prob}\n\n{markdown_table(*t)}\n" for prob, t in tables.items())
-        record(Path(args.record), "benchmarks/mobo.py", cmd, tables, body,
-               collapse_fraction=COLLAPSE_FRACTION, reference=args.reference,
-               targets=_targets(summary),
-               runs=sorted({(r["problem"], r["method"], r["budget"], len(
-                   [x for x in runs if (x["problem"], x["method"]) == (r["problem"],
-                                                                       r["method"])]))
-                   for r in runs}))
+    if args.record is not None:
+        from ecopt.report.recorded import results_dir
+
+        where = record(results_dir("mobo", tag=args.record or None), cmd, summary, runs,
+                       args.note)
+        print(f"recorded in {where}")
     (out / "report.md").write_text(md)
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
     if not args.no_plot:

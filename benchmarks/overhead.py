@@ -7,7 +7,7 @@ Usage (from the repository root)::
     python -m benchmarks.overhead --compare before=/tmp/old_qnehvi.py   # same package, other file
     # another checkout's sampler (its whole ecopt package), into the same table:
     PYTHONPATH=/tmp/old-checkout python -m benchmarks.overhead --label before --out <dir>
-    python -m benchmarks.overhead --report-only --out <dir> --record docs/results/overhead/<date>
+    python -m benchmarks.overhead --report-only --out <dir> --record   # docs/results/overhead/<date>
 
 Protocol: DTLZ2 (d = 6, M objectives, noiseless). For each (n, M, q) a history
 of ``n - 1`` uniform random points is told to the optimiser, one suggestion is
@@ -29,7 +29,9 @@ import dataclasses
 import importlib.util
 import json
 import logging
+import os
 import resource
+import shlex
 import sys
 import threading
 import time
@@ -213,6 +215,12 @@ def _versions() -> dict[str, str]:
     return versions()
 
 
+def _code_commit() -> str:
+    from benchmarks.mobo import _code_commit as commit
+
+    return commit()
+
+
 def report_markdown(rows: Sequence[dict[str, Any]], command: str, meta: dict[str, str]) -> str:
     """The markdown report of measured rows (the table of :func:`table`)."""
     from benchmarks.mobo import markdown_table
@@ -245,8 +253,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--out", default="benchmarks/results/overhead", help="output directory")
     ap.add_argument("--report-only", action="store_true",
                     help="only rebuild the report from <out>/rows.jsonl (every label in it)")
-    ap.add_argument("--record", default=None, metavar="DIR",
-                    help="also write the recorded run (summary.json, summary.md) into DIR")
+    ap.add_argument("--record", nargs="?", const="", default=None, metavar="TAG",
+                    help="also write the recorded run (summary.json, summary.md) to "
+                         "docs/results/overhead/<date>[-TAG]")
+    ap.add_argument("--note", action="append", default=[],
+                    help="a caveat the recorded run keeps (repeatable)")
     args = ap.parse_args(argv)
     logging.getLogger("ecopt").setLevel(logging.ERROR)
     import torch
@@ -264,13 +275,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         files[label] = path
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    cmd = "python -m benchmarks.overhead " + " ".join(sys.argv[1:] if argv is None else argv)
+    cmd = "python -m benchmarks.overhead " + " ".join(
+        shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
     rows: list[dict[str, Any]] = []
     if args.report_only:
         rows = [json.loads(line) for line in (out / "rows.jsonl").read_text().splitlines()
                 if line.strip()]
         rows.sort(key=lambda r: (r["M"], r["q"], r["n"], r["method"] == "optuna-gp"))
-        return _report(rows, cmd, out, args.record)
+        return _report(rows, cmd, out, args.record, args.note)
     for M in Ms:
         for q in qs:
             for n in ns:
@@ -281,14 +293,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                            "label": label, "M": M, "q": q, "n": n, **r,
                            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
                            / 1024, "torch_threads": torch.get_num_threads(),
-                           "python_threads": threading.active_count()}
+                           "python_threads": threading.active_count(),
+                           "git_commit": _code_commit() if label == args.label else "unknown",
+                           "load_avg_1min": os.getloadavg()[0]}
                     rows.append(row)
                     with (out / "rows.jsonl").open("a") as fh:
                         fh.write(json.dumps(row) + "\n")
                     print(f"{label:10s} M={M} q={q} n={n:3d}: median {r['total_s']['median']:.3f} s"
                           f"  p90 {r['total_s']['p90']:.3f} s  CPU {r['cpu_s']['median']:.3f} s",
                           flush=True)
-    return _report(rows, cmd, out, args.record)
+    return _report(rows, cmd, out, args.record, args.note)
 
 
 def table(rows: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[Any]]]:
@@ -303,26 +317,36 @@ def table(rows: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[Any]]]:
         c = r["cpu_s"]["median"]
         ok = "-" if tgt is None or r["method"] != "ecopt" else (
             f"<= {tgt}: {'HOLDS' if c <= tgt else 'MISSED'}")
-        fit = r.get("fit_cpu_s", {}).get("median")
-        acq = r.get("acqf_cpu_s", {}).get("median")
         g = gp.get((r["M"], 1, r["n"]))
-        ratio = "-" if g is None or r["method"] == "optuna-gp" else f"{c / g:.1f}"
-        out.append([r["label"], r["M"], r["q"], r["n"], f"{c:.3f}",
-                    "-" if fit is None else f"{fit:.3f}", "-" if acq is None else f"{acq:.3f}",
-                    f"{r['total_s']['median']:.3f}", ratio, f"{r['peak_rss_mib']:.0f}", ok])
+        out.append([r["label"], r["M"], r["q"], r["n"], c,
+                    r.get("fit_cpu_s", {}).get("median"), r.get("acqf_cpu_s", {}).get("median"),
+                    r["total_s"]["median"],
+                    None if g is None or r["method"] == "optuna-gp" else c / g,
+                    round(r["peak_rss_mib"]), ok])
     return cols, out
 
 
-def _report(rows: Sequence[dict[str, Any]], cmd: str, out: Path, record_dir: str | None) -> int:
-    from benchmarks.mobo import markdown_table, record
-
+def _report(rows: Sequence[dict[str, Any]], cmd: str, out: Path, record_tag: str | None,
+            notes: Sequence[str] = ()) -> int:
     md = report_markdown(rows, cmd, _versions())
     (out / "report.md").write_text(md)
     print(md)
-    if record_dir:
-        cols, body = table(rows)
-        record(Path(record_dir), "benchmarks/overhead.py", cmd, {"overhead": (cols, body)},
-               TABLE_NOTE + "\n\n" + markdown_table(cols, body) + "\n", targets_cpu_s=TARGET_S)
+    if record_tag is not None:
+        from ecopt.report import recorded
+
+        labels = sorted({r["label"] for r in rows})
+        where = recorded.results_dir("overhead", tag=record_tag or None)
+        recorded.write_run(
+            where, script="benchmarks/overhead.py", command=cmd,
+            tables={"overhead": recorded.Table(*table(rows))}, energy=None,
+            title="Optimiser overhead: CPU seconds per suggestion", notes=[TABLE_NOTE, *notes],
+            facts={"targets_cpu_s": TARGET_S, "labels": labels,
+                   "code": {lab: sorted({r.get("git_commit", "unknown") for r in rows
+                                         if r["label"] == lab}) for lab in labels},
+                   "load_avg_1min": {f"{r['label']} M={r['M']} q={r['q']} n={r['n']}":
+                                     r["load_avg_1min"] for r in rows if "load_avg_1min" in r}},
+            extra_libraries=("optuna",))
+        print(f"recorded in {where}")
     return 0
 
 
