@@ -6,12 +6,16 @@ Usage (from the repository root)::
     python -m benchmarks.mobo                         # >= 10 seeds, 100 (M=2) / 60 (M=3) evals
     python -m benchmarks.mobo --problems zeus --methods ecopt-qlognehvi,optuna-gp --seeds 5
     python -m benchmarks.mobo --report-only --out benchmarks/results/mobo
+    # a part of a directory's runs, recorded for the docs (docs/results/mobo/<date>-40evals):
+    python -m benchmarks.mobo --report-only --out runs/mobo --problems dtlz2 --budget 40 \
+        --seeds 10 --methods ecopt-qlognehvi,ecopt-before --record 40evals
 
 Every finished (problem, method, seed) run is appended to
-``<out>/runs-<tag>.jsonl`` as it ends, so an interrupted run resumes where it
-stopped and several processes (``--tag``) can share the work; the report
-(``<out>/report.md``, plots ``<out>/<problem>.png``) is built from every
-``runs-*.jsonl`` in ``<out>``.
+``<out>/runs-<tag>.jsonl`` as it ends, with the commit of the ``ecopt`` that
+ran it, so an interrupted run resumes where it stopped and several processes
+(``--tag``) can share the work; the report (``<out>/report.md``, plots
+``<out>/<problem>.png``) is built from the ``runs-*.jsonl`` in ``<out>``
+(those of ``--problems``, ``--methods``, ``--seeds`` and ``--budget`` when given).
 
 ecopt is driven through its public API (``ecopt.Study`` in memory, meter
 ``"wallclock"``); Optuna through ``study.ask``/``study.tell``. Methods that
@@ -31,6 +35,7 @@ import math
 import os
 import platform
 import re
+import shlex
 import sys
 import time
 import warnings
@@ -48,6 +53,9 @@ from benchmarks.problems import DEFAULT_ZEUS_DIR, Problem, default_problems, mak
 __all__ = ["METHODS", "run_one", "summarise", "main"]
 
 REFERENCE_METHOD = "ecopt-qlognehvi"
+#: A run "collapsed" when its final hypervolume is below this fraction of the maximum
+#: (0.35 x DTLZ2's 0.4246 = 0.149: the issue's "below 0.15 where most seeds reach 0.25-0.33").
+COLLAPSE_FRACTION = 0.35
 #: Method name -> short description (the order of the report's rows).
 METHODS: dict[str, str] = {
     "ecopt-qlognehvi": "ecopt qLogNEHVI, q=1 (default settings: 10 restarts, 256 raw, 64 MC)",
@@ -55,6 +63,9 @@ METHODS: dict[str, str] = {
     "ecopt-qlognehvi-lite": "ecopt qLogNEHVI, q=1, 5 restarts, 256 raw samples, 64 MC samples",
     "ecopt-qlognehvi-cold": "ecopt qLogNEHVI, q=1, every GP fit from BoTorch's default start",
     "ecopt-qlognehvi-nosab": "ecopt qLogNEHVI, q=1, random raw samples only (no sample_around_best)",
+    "ecopt-qlognehvi-exact": "ecopt qLogNEHVI, q=1, exact box decompositions at every M (alpha=0)",
+    "ecopt-qlognparego": "ecopt with qLogNParEGO at every M (parego_from=2)",
+    "ecopt-qlognehvi-dimscaled": "ecopt qLogNEHVI, q=1, BoTorch's dim-scaled lengthscale prior",
     "ecopt-sobol": "ecopt scrambled Sobol",
     "ecopt-random": "ecopt uniform random",
     "botorch-plain": "plain BoTorch qLogNEHVI loop (cold fits, 10 restarts, 512 raw, 128 MC)",
@@ -68,13 +79,16 @@ METHODS: dict[str, str] = {
 #: ``ecopt-qlognehvi-r<restarts>-raw<raw samples>-mc<MC samples>``: the sampler with
 #: those acquisition settings (to compare settings on the same seeds).
 _SETTINGS = re.compile(r"ecopt-qlognehvi-r(\d+)-raw(\d+)-mc(\d+)")
+#: ``ecopt-qlognehvi-alpha<a>``: the sampler with box-decomposition approximation ``a``.
+_ALPHA = re.compile(r"ecopt-qlognehvi-alpha([0-9.e-]+)")
 #: Named settings: method -> the settings method it runs.
 _ALIASES = {"ecopt-qlognehvi-lite": "ecopt-qlognehvi-r5-raw256-mc64"}
 
 
 def known_method(name: str) -> bool:
-    """A method in :data:`METHODS` or an ``ecopt-qlognehvi-r<R>-raw<N>-mc<S>`` setting."""
-    return name in METHODS or _SETTINGS.fullmatch(name) is not None
+    """A method in :data:`METHODS`, an ``ecopt-qlognehvi-r<R>-raw<N>-mc<S>`` setting or an
+    ``ecopt-qlognehvi-alpha<a>`` one."""
+    return name in METHODS or any(p.fullmatch(name) is not None for p in (_SETTINGS, _ALPHA))
 
 
 def _method_order(names: Sequence[str]) -> list[str]:
@@ -115,6 +129,15 @@ def _run_ecopt(problem: Problem, method: str, seed: int, budget: int
         sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, warm_start=False)
     elif method == "ecopt-qlognehvi-nosab":
         sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, sample_around_best=False)
+    elif method == "ecopt-qlognehvi-exact":
+        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, alpha=0.0)
+    elif (alpha := _ALPHA.fullmatch(method)) is not None:
+        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, alpha=float(alpha.group(1)))
+    elif method == "ecopt-qlognehvi-dimscaled":
+        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init,
+                                   lengthscale_prior="dim-scaled")
+    elif method == "ecopt-qlognparego":
+        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, parego_from=2)
     elif method.startswith("ecopt-qlognehvi"):
         sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init)
     elif method == "ecopt-sobol":
@@ -301,7 +324,17 @@ def run_one(problem: Problem, method: str, seed: int, budget: int) -> dict[str, 
         "n_init": problem.n_init, "max_hv": problem.max_hv, "hv": curve,
         "log_gap": [problem.log_gap(h) for h in curve], "ask_s": ask_s,
         "wall_s": time.perf_counter() - t0, "params": params_seq,
+        "git_commit": _code_commit(),
     }
+
+
+def _code_commit() -> str:
+    """The commit of the ``ecopt`` that runs (``-dirty`` with uncommitted changes)."""
+    import ecopt
+    from ecopt.report.recorded import git_commit
+
+    sha, dirty = git_commit(Path(ecopt.__file__))
+    return sha + ("-dirty" if dirty else "")
 
 
 # -- report ----------------------------------------------------------------------
@@ -318,21 +351,42 @@ def _load_runs(out: Path) -> list[dict[str, Any]]:
     return list(runs.values())
 
 
+def select_runs(runs: Sequence[dict[str, Any]], problems: Sequence[str] | None = None,
+                methods: Sequence[str] | None = None, seeds: Sequence[int] | None = None,
+                budget: int | None = None) -> list[dict[str, Any]]:
+    """The runs of the given problems, methods (names as recorded), seeds and budget
+    (``None``: any), so a report of one directory can show a part of what it holds."""
+    def keep(r: dict[str, Any]) -> bool:
+        return ((not problems or r["problem"] in {p.strip() for p in problems})
+                and (not methods or r["method"] in methods)
+                and (seeds is None or r["seed"] in seeds)
+                and (budget is None or r["budget"] == budget))
+
+    return [r for r in runs if keep(r)]
+
+
 def _budgets(budget: int, n_init: int) -> list[int]:
     marks = sorted({n_init, *range(10, budget, 10 if budget <= 40 else 20), budget})
     return [b for b in marks if n_init <= b <= budget]
 
 
-def _mean_2se(x: Sequence[float]) -> str:
+def _mean_2se(x: Sequence[float]) -> Any:
+    """Mean and mean +- 2 standard errors as a table cell (the mean alone for one value)."""
+    from ecopt.report.recorded import interval
+
     a = np.asarray(x, dtype=float)
     if a.size == 0:
-        return "-"
-    se = a.std(ddof=1) / math.sqrt(a.size) if a.size > 1 else float("nan")
-    return f"{a.mean():+.2f} ± {2 * se:.2f}" if a.size > 1 else f"{a.mean():+.2f}"
+        return None
+    if a.size == 1:
+        return float(a[0])
+    se = float(a.std(ddof=1)) / math.sqrt(a.size)
+    return interval(float(a.mean()), float(a.mean()) - 2 * se, float(a.mean()) + 2 * se)
 
 
-def summarise(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Per problem: mean log gap at budgets, final HV, Mann-Whitney p vs the reference method.
+def summarise(runs: Sequence[dict[str, Any]], reference: str = REFERENCE_METHOD
+              ) -> dict[str, Any]:
+    """Per problem: mean log gap at budgets, final HV (mean, spread, worst seed, collapses)
+    and one-sided Mann-Whitney p values against the ``reference`` method.
 
     Runs of a problem are compared at the smallest budget all of them reached.
     """
@@ -344,38 +398,68 @@ def summarise(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
         budget = min(r["budget"] for r in pr)
         n_init = pr[0]["n_init"]
         marks = _budgets(budget, n_init)
+        max_hv = pr[0]["max_hv"]
         by_m: dict[str, list[dict[str, Any]]] = {}
         for r in pr:
             by_m.setdefault(r["method"], []).append(r)
-        ref_final = [r["hv"][budget - 1] for r in by_m.get(REFERENCE_METHOD, [])]
+        ref_final = [r["hv"][budget - 1] for r in by_m.get(reference, [])]
         rows = {}
         for m in _method_order(list(by_m)):
             rs = sorted(by_m[m], key=lambda r: r["seed"])
             final = [r["hv"][budget - 1] for r in rs]
-            p = None
-            if m != REFERENCE_METHOD and len(ref_final) >= 2 and len(final) >= 2:
+            p = p_worse = None
+            if m != reference and len(ref_final) >= 2 and len(final) >= 2:
                 p = float(mannwhitneyu(ref_final, final, alternative="greater").pvalue)
-            p_worse = None
-            if m != REFERENCE_METHOD and len(ref_final) >= 2 and len(final) >= 2:
                 p_worse = float(mannwhitneyu(ref_final, final, alternative="less").pvalue)
             asks = [s for r in rs for s in r["ask_s"]]
+            worst = int(np.argmin(final))
             rows[m] = {
                 "n_seeds": len(rs),
+                "seeds": [r["seed"] for r in rs],
                 "log_gap": {b: [r["log_gap"][b - 1] for r in rs] for b in marks},
                 "final_hv": final,
+                "final_hv_sd": float(np.std(final, ddof=1)) if len(final) > 1 else 0.0,
+                "worst_hv": final[worst], "worst_seed": rs[worst]["seed"],
+                "collapses": int(sum(h < COLLAPSE_FRACTION * max_hv for h in final)),
                 "p_ecopt_better": p,
                 "p_ecopt_worse": p_worse,
                 "median_ask_s": float(np.median(asks)) if asks else None,
             }
-        out[prob] = {"budget": budget, "marks": marks, "max_hv": pr[0]["max_hv"], "rows": rows}
+        out[prob] = {"budget": budget, "marks": marks, "max_hv": max_hv, "rows": rows,
+                     "reference": reference}
     return out
+
+
+def problem_table(s: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
+    """One problem's summary as table columns and rows (what reports and records show).
+
+    ``n=<b>`` cells are the mean log10 gap with its mean +- 2 SE interval; ``final HV``
+    is the mean final hypervolume, ``sd`` its standard deviation over seeds.
+    """
+    marks = s["marks"]
+    cols = ["method", "seeds", *[f"n={b}" for b in marks], "final HV", "sd", "worst HV",
+            "worst seed", "collapses", "p better", "p worse", "ask s"]
+    rows: list[list[Any]] = []
+    for m, r in s["rows"].items():
+        rows.append([m, r["n_seeds"], *[_mean_2se(r["log_gap"][b]) for b in marks],
+                     float(np.mean(r["final_hv"])), r["final_hv_sd"], r["worst_hv"],
+                     r["worst_seed"], f"{r['collapses']}/{r['n_seeds']}",
+                     r["p_ecopt_better"], r["p_ecopt_worse"], r["median_ask_s"]])
+    return cols, rows
+
+
+def markdown_table(cols: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A Markdown table, cells formatted as every recorded run formats them."""
+    from ecopt.report.recorded import Table, render_table
+
+    return render_table(Table(cols, rows))
 
 
 def _targets(summary: dict[str, Any]) -> list[str]:
     lines = []
     for prob, s in summary.items():
         rows = s["rows"]
-        if REFERENCE_METHOD not in rows:
+        if s.get("reference", REFERENCE_METHOD) != REFERENCE_METHOD or REFERENCE_METHOD not in rows:
             continue
         for m in ("ecopt-random", "ecopt-sobol", "optuna-nsga2", "optuna-nsga2-small",
                   "optuna-tpe"):
@@ -384,7 +468,7 @@ def _targets(summary: dict[str, Any]) -> list[str]:
                 lines.append(f"- {prob}: qLogNEHVI beats {m} (p < 0.05): "
                              f"{'HOLDS' if ok else 'does NOT hold'} "
                              f"(p = {rows[m]['p_ecopt_better']:.3g})")
-        for m in ("optuna-gp", "botorch-plain"):
+        for m in ("optuna-gp", "botorch-plain", "ecopt-before"):
             if m in rows and rows[m]["p_ecopt_worse"] is not None:
                 ok = rows[m]["p_ecopt_worse"] >= 0.05
                 lines.append(f"- {prob}: qLogNEHVI at least level with {m} (not worse at "
@@ -416,32 +500,63 @@ def versions() -> dict[str, str]:
     return out
 
 
+def table_legend(reference: str) -> str:
+    """What the columns of :func:`problem_table` mean."""
+    return (f"n=<b>: log10(max HV - HV) after b evaluations, mean [mean - 2 SE, mean + 2 SE] "
+            f"over seeds (lower is better); final HV: mean over seeds, sd: its standard "
+            f"deviation, worst HV / worst seed: the lowest final HV and its seed; collapses: "
+            f"seeds whose final HV is below {COLLAPSE_FRACTION:.0%} of the maximum; p better / "
+            f"p worse: one-sided Mann-Whitney U p that {reference} has a higher / lower final "
+            f"HV than the row; ask s: median wall-clock seconds per model-based suggestion.")
+
+
 def report_markdown(summary: dict[str, Any], command: str, meta: dict[str, str]) -> str:
     """The markdown report of a summary."""
     lines = [f"Command: `{command}`", "",
              f"Date (UTC): {time.strftime('%Y-%m-%d %H:%M', time.gmtime())}", "",
              "Versions: " + ", ".join(f"{k} {v}" for k, v in meta.items()), ""]
     for prob, s in summary.items():
-        marks = s["marks"]
-        lines += [f"### {prob}", "",
-                  f"max HV {s['max_hv']:.6g}; cells: mean ± 2 SE of log10(max HV - HV) over "
-                  "seeds (lower is better); final HV: mean; p: one-sided Mann-Whitney "
-                  f"U that {REFERENCE_METHOD} has higher final HV; ask: median s per "
-                  "model-based suggestion.", "",
-                  "| method | seeds | " + " | ".join(f"n={b}" for b in marks)
-                  + " | final HV | p | ask s |",
-                  "|---|---|" + "---|" * len(marks) + "---|---|---|"]
-        for m, r in s["rows"].items():
-            p = "-" if r["p_ecopt_better"] is None else f"{r['p_ecopt_better']:.3g}"
-            ask = "-" if r["median_ask_s"] is None else f"{r['median_ask_s']:.3f}"
-            lines.append(f"| {m} | {r['n_seeds']} | "
-                         + " | ".join(_mean_2se(r["log_gap"][b]) for b in marks)
-                         + f" | {np.mean(r['final_hv']):.5g} | {p} | {ask} |")
-        lines.append("")
+        lines += [f"### {prob}", "", f"max HV {s['max_hv']:.6g}; "
+                  + table_legend(s.get("reference", REFERENCE_METHOD)), "",
+                  markdown_table(*problem_table(s)), ""]
     t = _targets(summary)
     if t:
         lines += ["### Targets", "", *t, ""]
     return "\n".join(lines)
+
+
+def run_commits(runs: Sequence[dict[str, Any]]) -> dict[str, list[str]]:
+    """Method -> the git commits of the code its runs ran (``unknown`` where not recorded)."""
+    out: dict[str, set[str]] = {}
+    for r in runs:
+        out.setdefault(r["method"], set()).add(r.get("git_commit", "unknown"))
+    return {m: sorted(c) for m, c in sorted(out.items())}
+
+
+def record(directory: Path, command: str, summary: dict[str, Any],
+           runs: Sequence[dict[str, Any]], notes: Sequence[str] = ()) -> Path:
+    """Write the recorded run (``summary.json``, ``summary.md``) of a summary into ``directory``.
+
+    Through :mod:`ecopt.report.recorded`, one table per problem (ids: problem names),
+    so ``python -m docs.tables`` can copy them into doc pages. The commits each
+    method's runs ran at are kept in the facts (``code``): a report rebuilt from runs
+    of several checkouts (``--label``) records every one of them.
+    """
+    from ecopt.report import recorded
+
+    tables = {prob: recorded.Table(*problem_table(s)) for prob, s in summary.items()}
+    ref = next(iter(summary.values())).get("reference", REFERENCE_METHOD) if summary else ""
+    facts = {"collapse_fraction": COLLAPSE_FRACTION, "reference": ref,
+             "max_hv": {p: s["max_hv"] for p, s in summary.items()},
+             "budget": {p: s["budget"] for p, s in summary.items()},
+             "seeds": {p: {m: r["seeds"] for m, r in s["rows"].items()}
+                       for p, s in summary.items()},
+             "code": run_commits(runs), "targets": _targets(summary)}
+    recorded.write_run(directory, script="benchmarks/mobo.py", command=command, tables=tables,
+                       energy=None, title="Sample efficiency: hypervolume against evaluations",
+                       notes=[table_legend(ref), *notes], facts=facts,
+                       extra_libraries=("optuna",))
+    return directory
 
 
 def plot(summary_runs: Sequence[dict[str, Any]], out: Path) -> list[Path]:
@@ -486,15 +601,29 @@ def build_parser() -> argparse.ArgumentParser:
                          "M=3, 50 for Zeus; 30 quick)")
     ap.add_argument("--problems", default=None,
                     help="comma-separated problems (default: every problem, noiseless and noisy)")
-    ap.add_argument("--methods", default=",".join(METHODS),
-                    help="comma-separated methods (also ecopt-qlognehvi-r<R>-raw<N>-mc<S>: "
-                         "R restarts, N raw samples, S MC samples)")
+    ap.add_argument("--methods", default=None,
+                    help="comma-separated methods (default: all; also ecopt-qlognehvi-r<R>-raw<N>-"
+                         "mc<S>: R restarts, N raw samples, S MC samples; "
+                         "ecopt-qlognehvi-alpha<a>: box decompositions approximated by a); with "
+                         "--report-only, the rows to report (names given by --label too)")
     ap.add_argument("--zeus-dir", default=str(DEFAULT_ZEUS_DIR),
                     help="directory with summary_train.csv and summary_power_*.csv")
     ap.add_argument("--zeus-gpu", default=None, help="which summary_power_<gpu>.csv")
     ap.add_argument("--out", default="benchmarks/results/mobo", help="output directory")
     ap.add_argument("--tag", default="main", help="this process's runs file: runs-<tag>.jsonl")
+    ap.add_argument("--label", default=None,
+                    help="record the runs of the one method given under this name (e.g. the "
+                         "same method run with another ecopt checkout on PYTHONPATH: "
+                         "--methods ecopt-qlognehvi --label ecopt-before)")
     ap.add_argument("--report-only", action="store_true", help="only rebuild the report")
+    ap.add_argument("--reference", default=REFERENCE_METHOD,
+                    help="the method every row's p values compare against")
+    ap.add_argument("--record", nargs="?", const="", default=None, metavar="TAG",
+                    help="also write the recorded run (summary.json, summary.md) to "
+                         "docs/results/mobo/<date>[-TAG]")
+    ap.add_argument("--note", action="append", default=[],
+                    help="a caveat the recorded run keeps (repeatable), e.g. the commands "
+                         "that made runs this report is rebuilt from")
     ap.add_argument("--no-plot", action="store_true")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     return ap
@@ -506,10 +635,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     seeds = args.seeds if args.seeds is not None else (3 if args.quick else 10)
-    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    methods = [m.strip() for m in (args.methods or ",".join(METHODS)).split(",") if m.strip()]
     bad = [m for m in methods if not known_method(m)]
-    if bad:
+    if bad and not args.report_only:
         raise SystemExit(f"unknown method(s) {bad}; expected some of {list(METHODS)}")
+    if args.label is not None and len(methods) != 1:
+        raise SystemExit(f"--label names the runs of one method, got {len(methods)} methods")
     problems = (args.problems.split(",") if args.problems else default_problems(args.quick))
     if not args.report_only:
         import torch
@@ -530,26 +661,38 @@ def main(argv: Sequence[str] | None = None) -> int:
             budget = args.budget or (30 if args.quick else problem.budget)
             for seed in range(args.seed_offset, args.seed_offset + seeds):
                 for m in methods:
-                    if (problem.name, m, seed, budget) in done:
+                    name = args.label or m
+                    if (problem.name, name, seed, budget) in done:
                         continue
                     # Another process (--tag) may have finished it meanwhile.
                     if any((r["problem"], r["method"], r["seed"], r["budget"])
-                           == (problem.name, m, seed, budget) for r in _load_runs(out)):
+                           == (problem.name, name, seed, budget) for r in _load_runs(out)):
                         continue
                     r = run_one(problem, m, seed, budget)
+                    if args.label:
+                        r["method"], r["runs_as"] = name, m
                     with runs_file.open("a") as fh:
                         fh.write(json.dumps(r) + "\n")
-                    print(f"{problem.name:22s} {m:20s} seed {seed:2d}: final log gap "
+                    print(f"{problem.name:22s} {name:20s} seed {seed:2d}: final log gap "
                           f"{r['log_gap'][-1]:+.3f}  ({r['wall_s']:.1f} s)", flush=True)
-    runs = _load_runs(out)
-    if args.problems:
-        runs = [r for r in runs if r["problem"] in {p.strip() for p in problems}]
+    shown = [args.label] if args.label else methods if args.methods else None
+    runs = select_runs(_load_runs(out), problems=problems if args.problems else None,
+                       methods=shown,
+                       seeds=(range(args.seed_offset, args.seed_offset + seeds)
+                              if args.seeds is not None else None), budget=args.budget)
     if not runs:
         print("no runs to report")
         return 1
-    summary = summarise(runs)
-    cmd = "python -m benchmarks.mobo " + " ".join(sys.argv[1:] if argv is None else argv)
+    summary = summarise(runs, args.reference)
+    cmd = "python -m benchmarks.mobo " + " ".join(
+        shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
     md = report_markdown(summary, cmd, versions())
+    if args.record is not None:
+        from ecopt.report.recorded import results_dir
+
+        where = record(results_dir("mobo", tag=args.record or None), cmd, summary, runs,
+                       args.note)
+        print(f"recorded in {where}")
     (out / "report.md").write_text(md)
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
     if not args.no_plot:

@@ -4,7 +4,10 @@ Usage (from the repository root)::
 
     python -m benchmarks.overhead                       # n = 25..200, M = 2..4, q = 1, 4
     python -m benchmarks.overhead --n 25,50,100 --M 2,3 --q 1 --reps 5
-    python -m benchmarks.overhead --sampler-file /tmp/old_qnehvi.py --label before
+    python -m benchmarks.overhead --compare before=/tmp/old_qnehvi.py   # same package, other file
+    # another checkout's sampler (its whole ecopt package), into the same table:
+    PYTHONPATH=/tmp/old-checkout python -m benchmarks.overhead --label before --out <dir>
+    python -m benchmarks.overhead --report-only --out <dir> --record   # docs/results/overhead/<date>
 
 Protocol: DTLZ2 (d = 6, M objectives, noiseless). For each (n, M, q) a history
 of ``n - 1`` uniform random points is told to the optimiser, one suggestion is
@@ -13,7 +16,8 @@ made and discarded from the timing (first call: imports, caches), then
 grows by q per step, as in a real study, and any warm start a sampler keeps in
 its history is exercised). GP fit and acquisition optimisation are timed apart
 (ecopt's ``sampler.last_timing``). Optuna GPSampler runs on the same
-histories (q = 1 only: it proposes one point at a time). Peak memory is the
+histories (q = 1 only: it proposes one point at a time; not at M >= 4, where its
+process grew past 15 GiB at n = 100 on a 24 GiB machine). Peak memory is the
 process's peak resident set size after the configuration; threads are
 torch's intra-op threads and the Python threads alive.
 """
@@ -25,7 +29,9 @@ import dataclasses
 import importlib.util
 import json
 import logging
+import os
 import resource
+import shlex
 import sys
 import threading
 import time
@@ -41,8 +47,16 @@ import numpy as np
 
 __all__ = ["measure", "main"]
 
-#: Targets (seconds, median per suggestion at n <= 100, q = 1) by number of objectives.
-TARGET_S = {2: 0.5, 3: 2.0}
+#: Targets (CPU seconds, median per suggestion at n <= 100, q = 1) by number of objectives.
+TARGET_S = {2: 0.5, 3: 2.0, 4: 2.0}
+#: What the table's columns mean.
+TABLE_NOTE = ("CPU s: median CPU seconds of this process per suggestion, with the GP-fit and "
+              "acquisition parts the sampler reports (on a machine shared with other jobs the "
+              "steadier number; with one torch thread what the wall clock reads on an idle "
+              "machine); wall s: median wall clock; x GP: CPU time over Optuna GPSampler's on "
+              "the same history; target: for q = 1 and n <= 100.")
+#: Optuna GPSampler is timed up to this many objectives (at 4 it needed > 15 GiB at n = 100).
+OPTUNA_MAX_M = 3
 #: Pause (untimed) after each Optuna suggestion, so its BLAS threads stop spinning first.
 _BLAS_SETTLE_S = 0.3
 
@@ -201,36 +215,20 @@ def _versions() -> dict[str, str]:
     return versions()
 
 
+def _code_commit() -> str:
+    from benchmarks.mobo import _code_commit as commit
+
+    return commit()
+
+
 def report_markdown(rows: Sequence[dict[str, Any]], command: str, meta: dict[str, str]) -> str:
-    """The markdown table of measured rows."""
+    """The markdown report of measured rows (the table of :func:`table`)."""
+    from benchmarks.mobo import markdown_table
+
     lines = [f"Command: `{command}`", "",
              f"Date (UTC): {time.strftime('%Y-%m-%d %H:%M', time.gmtime())}", "",
              "Versions: " + ", ".join(f"{k} {v}" for k, v in meta.items()), "",
-             "Seconds per suggestion: wall clock (median, p90) and this process's CPU time "
-             "(median; its GP-fit and acquisition parts where the sampler reports them). On a "
-             "machine shared with other jobs the CPU time is the steadier number; with one "
-             "torch thread it is what the wall clock reads on an idle machine. `x GP` is "
-             "the CPU time over Optuna GPSampler's on the same history.", "",
-             "| label | M | q | n | wall median s | wall p90 s | CPU s | fit CPU s | "
-             "acqf CPU s | x GP | peak RSS MiB | threads | target (CPU s) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    gp = {(r["M"], r["q"], r["n"]): r["cpu_s"]["median"] for r in rows
-          if r["method"] == "optuna-gp"}
-    for r in rows:
-        tgt = TARGET_S.get(r["M"]) if r["q"] == 1 and r["n"] <= 100 else None
-        c = r["cpu_s"]["median"]
-        ok = "-" if tgt is None or r["method"] != "ecopt" else (
-            f"<= {tgt}: {'HOLDS' if c <= tgt else 'MISSED'}")
-        fit = r.get("fit_cpu_s", {}).get("median")
-        acq = r.get("acqf_cpu_s", {}).get("median")
-        g = gp.get((r["M"], 1, r["n"]))
-        ratio = "-" if g is None or r["method"] == "optuna-gp" else f"{c / g:.1f}"
-        lines.append(
-            f"| {r['label']} | {r['M']} | {r['q']} | {r['n']} | "
-            f"{r['total_s']['median']:.3f} | {r['total_s']['p90']:.3f} | {c:.3f} | "
-            f"{'-' if fit is None else f'{fit:.3f}'} | {'-' if acq is None else f'{acq:.3f}'} | "
-            f"{ratio} | {r['peak_rss_mib']:.0f} | {r['torch_threads']}/"
-            f"{r.get('python_threads', '-')} | {ok} |")
+             TABLE_NOTE, "", markdown_table(*table(rows))]
     return "\n".join(lines) + "\n"
 
 
@@ -253,6 +251,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                          "on the same histories (before/after comparisons); repeatable")
     ap.add_argument("--label", default="ecopt", help="label of the installed ecopt's sampler")
     ap.add_argument("--out", default="benchmarks/results/overhead", help="output directory")
+    ap.add_argument("--report-only", action="store_true",
+                    help="only rebuild the report from <out>/rows.jsonl (every label in it)")
+    ap.add_argument("--record", nargs="?", const="", default=None, metavar="TAG",
+                    help="also write the recorded run (summary.json, summary.md) to "
+                         "docs/results/overhead/<date>[-TAG]")
+    ap.add_argument("--note", action="append", default=[],
+                    help="a caveat the recorded run keeps (repeatable)")
     args = ap.parse_args(argv)
     logging.getLogger("ecopt").setLevel(logging.ERROR)
     import torch
@@ -270,27 +275,78 @@ def main(argv: Sequence[str] | None = None) -> int:
         files[label] = path
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    cmd = "python -m benchmarks.overhead " + " ".join(
+        shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
     rows: list[dict[str, Any]] = []
+    if args.report_only:
+        rows = [json.loads(line) for line in (out / "rows.jsonl").read_text().splitlines()
+                if line.strip()]
+        rows.sort(key=lambda r: (r["M"], r["q"], r["n"], r["method"] == "optuna-gp"))
+        return _report(rows, cmd, out, args.record, args.note)
     for M in Ms:
         for q in qs:
             for n in ns:
-                res = measure(n, M, q, reps, files, optuna_gp=not args.no_optuna)
+                res = measure(n, M, q, reps, files,
+                              optuna_gp=not args.no_optuna and M <= OPTUNA_MAX_M)
                 for label, r in res.items():
                     row = {"method": "optuna-gp" if label == "optuna-gp" else "ecopt",
                            "label": label, "M": M, "q": q, "n": n, **r,
                            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
                            / 1024, "torch_threads": torch.get_num_threads(),
-                           "python_threads": threading.active_count()}
+                           "python_threads": threading.active_count(),
+                           "git_commit": _code_commit() if label == args.label else "unknown",
+                           "load_avg_1min": os.getloadavg()[0]}
                     rows.append(row)
                     with (out / "rows.jsonl").open("a") as fh:
                         fh.write(json.dumps(row) + "\n")
                     print(f"{label:10s} M={M} q={q} n={n:3d}: median {r['total_s']['median']:.3f} s"
                           f"  p90 {r['total_s']['p90']:.3f} s  CPU {r['cpu_s']['median']:.3f} s",
                           flush=True)
-    cmd = "python -m benchmarks.overhead " + " ".join(sys.argv[1:] if argv is None else argv)
+    return _report(rows, cmd, out, args.record, args.note)
+
+
+def table(rows: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[Any]]]:
+    """The overhead table (CPU seconds per suggestion) as columns and rows."""
+    cols = ["label", "M", "q", "n", "CPU s", "fit CPU s", "acqf CPU s", "wall s", "x GP",
+            "peak RSS MiB", "target (CPU s)"]
+    gp = {(r["M"], r["q"], r["n"]): r["cpu_s"]["median"] for r in rows
+          if r["method"] == "optuna-gp"}
+    out: list[list[Any]] = []
+    for r in rows:
+        tgt = TARGET_S.get(r["M"]) if r["q"] == 1 and r["n"] <= 100 else None
+        c = r["cpu_s"]["median"]
+        ok = "-" if tgt is None or r["method"] != "ecopt" else (
+            f"<= {tgt}: {'HOLDS' if c <= tgt else 'MISSED'}")
+        g = gp.get((r["M"], 1, r["n"]))
+        out.append([r["label"], r["M"], r["q"], r["n"], c,
+                    r.get("fit_cpu_s", {}).get("median"), r.get("acqf_cpu_s", {}).get("median"),
+                    r["total_s"]["median"],
+                    None if g is None or r["method"] == "optuna-gp" else c / g,
+                    round(r["peak_rss_mib"]), ok])
+    return cols, out
+
+
+def _report(rows: Sequence[dict[str, Any]], cmd: str, out: Path, record_tag: str | None,
+            notes: Sequence[str] = ()) -> int:
     md = report_markdown(rows, cmd, _versions())
     (out / "report.md").write_text(md)
     print(md)
+    if record_tag is not None:
+        from ecopt.report import recorded
+
+        labels = sorted({r["label"] for r in rows})
+        where = recorded.results_dir("overhead", tag=record_tag or None)
+        recorded.write_run(
+            where, script="benchmarks/overhead.py", command=cmd,
+            tables={"overhead": recorded.Table(*table(rows))}, energy=None,
+            title="Optimiser overhead: CPU seconds per suggestion", notes=[TABLE_NOTE, *notes],
+            facts={"targets_cpu_s": TARGET_S, "labels": labels,
+                   "code": {lab: sorted({r.get("git_commit", "unknown") for r in rows
+                                         if r["label"] == lab}) for lab in labels},
+                   "load_avg_1min": {f"{r['label']} M={r['M']} q={r['q']} n={r['n']}":
+                                     r["load_avg_1min"] for r in rows if "load_avg_1min" in r}},
+            extra_libraries=("optuna",))
+        print(f"recorded in {where}")
     return 0
 
 

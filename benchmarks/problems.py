@@ -9,9 +9,11 @@ sees; the score still uses the true values.
 
 Problems:
     branincurrin (d=2, M=2), dtlz2 (d=6, M=2), zdt1 (d=6, M=2),
-    vehiclesafety (d=5, M=3): ``botorch.test_functions.multi_objective``,
-    with their published reference points and maximal hypervolumes.
-    zeus (d=2 or more, M=2): see :mod:`benchmarks.zeus`.
+    vehiclesafety (d=5, M=3), dtlz2m4 (d=6, M=4):
+    ``botorch.test_functions.multi_objective``, with their published reference
+    points and maximal hypervolumes.
+    zeus (d=2 or more, M=2) and zeus4 (M=4: energy, time, power, batch size):
+    see :mod:`benchmarks.zeus`.
 """
 
 from __future__ import annotations
@@ -34,9 +36,10 @@ NOISE_FRACTION: dict[str, float] = {
     "dtlz2": 0.10,
     "zdt1": 0.10,
     "vehiclesafety": 0.01,
+    "dtlz2m4": 0.10,
 }
 #: Every problem name ``make_problem`` understands (add ``-noisy`` for the noisy variant).
-PROBLEM_NAMES = ("branincurrin", "dtlz2", "zdt1", "vehiclesafety", "zeus")
+PROBLEM_NAMES = ("branincurrin", "dtlz2", "zdt1", "vehiclesafety", "dtlz2m4", "zeus", "zeus4")
 #: Where the Zeus traces live, relative to the repository root.
 DEFAULT_ZEUS_DIR = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "zeus-traces"
 
@@ -117,6 +120,7 @@ def _botorch_problem(base: str, noisy: bool) -> Problem:
         "dtlz2": lambda: mo.DTLZ2(dim=6, num_objectives=2),
         "zdt1": lambda: mo.ZDT1(dim=6, num_objectives=2),
         "vehiclesafety": lambda: mo.VehicleSafety(),
+        "dtlz2m4": lambda: mo.DTLZ2(dim=6, num_objectives=4),
     }
     fn = ctor[base]()
     d, M = int(fn.dim), int(fn.num_objectives)
@@ -158,8 +162,8 @@ def make_problem(name: str, zeus_dir: str | Path | None = None,
                  zeus_options: dict[str, Any] | None = None) -> Problem:
     """A problem by name: one of :data:`PROBLEM_NAMES`, optionally with ``-noisy``.
 
-    ``zeus`` is noisy by nature (epochs to target are sampled from the trace's
-    repeated runs); ``zeus-noisy`` is the same problem.
+    ``zeus`` and ``zeus4`` are noisy by nature (epochs to target are sampled
+    from the trace's repeated runs); ``zeus-noisy`` is the same problem.
 
     Raises:
         ValueError: for an unknown name.
@@ -168,11 +172,11 @@ def make_problem(name: str, zeus_dir: str | Path | None = None,
     if base not in PROBLEM_NAMES or suffix not in ("", "noisy"):
         raise ValueError(f"unknown problem {name!r}; expected one of {list(PROBLEM_NAMES)} "
                          "optionally followed by '-noisy'")
-    if base == "zeus":
-        from benchmarks.zeus import ZeusTrace
+    if base in ("zeus", "zeus4"):
+        from benchmarks.zeus import OBJECTIVES, OBJECTIVES_4, ZeusTrace
 
         trace = ZeusTrace.load(zeus_dir or DEFAULT_ZEUS_DIR, **(zeus_options or {}))
-        return trace.problem()
+        return trace.problem(OBJECTIVES_4 if base == "zeus4" else OBJECTIVES)
     return _botorch_problem(base, suffix == "noisy")
 
 
@@ -180,8 +184,8 @@ def default_problems(quick: bool) -> list[str]:
     """The problem list of a run (every problem noiseless and noisy; Zeus once)."""
     names: list[str] = []
     for p in PROBLEM_NAMES:
-        if p == "zeus":
-            names.append("zeus")
+        if p.startswith("zeus"):
+            names.append(p)
         else:
             names += [p, f"{p}-noisy"]
     return names

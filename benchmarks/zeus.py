@@ -11,7 +11,11 @@ Zeus (You et al., NSDI'23, Apache-2.0) published two traces per workload:
 The problem: choose batch size and GPU power limit (plus optimizer and
 learning rate where the trace varies them independently of batch size) to
 minimise ``energy_j = epochs * time_per_epoch * average_power`` and
-``time_s = epochs * time_per_epoch``. An evaluation samples one of the
+``time_s = epochs * time_per_epoch``. The four-objective variant
+(:data:`OBJECTIVES_4`, problem ``zeus4``) also minimises the average GPU power
+``power_w`` (what a power-capped rack cares about) and the batch size
+``batch_size`` (a proxy for GPU memory), as energy studies often weigh
+quality, energy, latency and memory together. An evaluation samples one of the
 configuration's runs that reached the target (so results are noisy, as a
 real training run is). Runs that never reached the target are left out: the
 trace does not record what they cost; configurations with no such run are
@@ -36,7 +40,7 @@ import numpy as np
 import ecopt
 from ecopt import pareto
 
-__all__ = ["ZeusTrace", "DEFAULT_TARGETS", "power_files"]
+__all__ = ["ZeusTrace", "DEFAULT_TARGETS", "OBJECTIVES", "OBJECTIVES_4", "power_files"]
 
 #: Default validation targets per (dataset, network), as in the Zeus paper's simulator.
 DEFAULT_TARGETS: dict[tuple[str, str], float] = {
@@ -54,6 +58,9 @@ _POWER_COLS = ("dataset", "network", "batch_size", "optimizer", "power_limit",
                "time_per_epoch", "average_power")
 #: Reference point = this factor times the true front's nadir.
 REF_FACTOR = 1.1
+#: Every objective a trace problem can minimise (two by default, four for ``zeus4``).
+OBJECTIVES_4 = ("energy_j", "time_s", "power_w", "batch_size")
+OBJECTIVES = OBJECTIVES_4[:2]
 
 
 def power_files(trace_dir: str | Path) -> list[Path]:
@@ -192,31 +199,44 @@ class ZeusTrace:
                                            "epochs", "n_runs"])
 
     # -- values ------------------------------------------------------------------
-    def expected(self) -> np.ndarray:
-        """``(n_configs, 2)`` expected ``[energy_j, time_s]`` of every configuration."""
+    def expected(self, objectives: tuple[str, ...] = OBJECTIVES) -> np.ndarray:
+        """``(n_configs, len(objectives))`` expected values of every configuration.
+
+        Raises:
+            ValueError: for an objective not in :data:`OBJECTIVES_4`.
+        """
+        bad = [o for o in objectives if o not in OBJECTIVES_4]
+        if bad:
+            raise ValueError(f"unknown objective(s) {bad}; expected some of {list(OBJECTIVES_4)}")
         c = self.configs
         mean_ep = np.array([np.mean(e) for e in c["epochs"]])
         time_s = mean_ep * c["time_per_epoch_s"].to_numpy()
-        return np.column_stack([time_s * c["average_power_w"].to_numpy(), time_s])
+        power_w = c["average_power_w"].to_numpy()
+        cols = {"energy_j": time_s * power_w, "time_s": time_s, "power_w": power_w,
+                "batch_size": c["batch_size"].to_numpy(dtype=float)}
+        return np.column_stack([cols[o] for o in objectives])
 
-    def true_front(self) -> Any:
-        """The configurations on the true (expected-value) Pareto front, sorted by energy."""
-        Y = self.expected()
-        mask = pareto.non_dominated(Y, ["min", "min"])
+    def true_front(self, objectives: tuple[str, ...] = OBJECTIVES) -> Any:
+        """The configurations on the true (expected-value) Pareto front, sorted by the first
+        objective."""
+        Y = self.expected(objectives)
+        mask = pareto.non_dominated(Y, ["min"] * len(objectives))
         front = self.configs[mask].copy()
-        front["energy_j"], front["time_s"] = Y[mask, 0], Y[mask, 1]
-        return front.sort_values("energy_j").reset_index(drop=True)
+        for j, o in enumerate(objectives):
+            front[o] = Y[mask, j]
+        return front.sort_values(objectives[0]).reset_index(drop=True)
 
-    def ref_point(self) -> np.ndarray:
-        """``REF_FACTOR`` times the true front's nadir ``[energy_j, time_s]``."""
-        Y = self.expected()
-        F = Y[pareto.non_dominated(Y, ["min", "min"])]
+    def ref_point(self, objectives: tuple[str, ...] = OBJECTIVES) -> np.ndarray:
+        """``REF_FACTOR`` times the true front's nadir."""
+        Y = self.expected(objectives)
+        F = Y[pareto.non_dominated(Y, ["min"] * len(objectives))]
         return REF_FACTOR * F.max(axis=0)
 
-    def max_hv(self) -> float:
+    def max_hv(self, objectives: tuple[str, ...] = OBJECTIVES) -> float:
         """Hypervolume of the true front, each objective divided by the reference point."""
-        r = self.ref_point()
-        return pareto.hypervolume(self.expected() / r, [1.0, 1.0], ["min", "min"])
+        r = self.ref_point(objectives)
+        M = len(objectives)
+        return pareto.hypervolume(self.expected(objectives) / r, [1.0] * M, ["min"] * M)
 
     def space(self) -> ecopt.SearchSpace:
         """The search space: a product over the searched columns' values."""
@@ -251,31 +271,43 @@ class ZeusTrace:
                              f"({self.dataset}/{self.network}, target {self.target_metric})")
         return int(idx[0])
 
-    def true_values(self, params: Mapping[str, Any]) -> np.ndarray:
-        """Expected ``[energy_j, time_s]`` of a configuration."""
-        return self.expected()[self._row(params)]
+    def true_values(self, params: Mapping[str, Any],
+                    objectives: tuple[str, ...] = OBJECTIVES) -> np.ndarray:
+        """Expected values of a configuration (default ``[energy_j, time_s]``)."""
+        return self.expected(objectives)[self._row(params)]
 
-    def sample(self, params: Mapping[str, Any], rng: np.random.Generator) -> np.ndarray:
-        """``[energy_j, time_s]`` of one sampled training run of a configuration."""
+    def sample(self, params: Mapping[str, Any], rng: np.random.Generator,
+               objectives: tuple[str, ...] = OBJECTIVES) -> np.ndarray:
+        """The values of one sampled training run of a configuration (default
+        ``[energy_j, time_s]``; power and batch size are the configuration's)."""
         row = self.configs.iloc[self._row(params)]
         epochs = row["epochs"][int(rng.integers(len(row["epochs"])))]
         time_s = epochs * row["time_per_epoch_s"]
-        return np.array([time_s * row["average_power_w"], time_s])
+        cols = {"energy_j": time_s * row["average_power_w"], "time_s": time_s,
+                "power_w": row["average_power_w"], "batch_size": float(row["batch_size"])}
+        return np.array([cols[o] for o in objectives], dtype=float)
 
-    def problem(self) -> Any:
-        """This trace as a :class:`benchmarks.problems.Problem`."""
+    def problem(self, objectives: tuple[str, ...] = OBJECTIVES) -> Any:
+        """This trace as a :class:`benchmarks.problems.Problem` (``zeus``, or ``zeus4``
+        with the four objectives)."""
         from benchmarks.problems import Problem
 
-        ref = self.ref_point()
-        Y = self.expected()
+        objectives = tuple(objectives)
+        ref = self.ref_point(objectives)
+        Y = self.expected(objectives)
+        M = len(objectives)
         return Problem(
-            name="zeus", space=self.space(), objective_names=["energy_j", "time_s"],
-            ref_point=ref, max_hv=self.max_hv(), true_fn=self.true_values,
-            observe_fn=self.sample, noise_sd=np.full(2, np.nan), score_scale=ref, budget=50,
+            name="zeus" if M == 2 else f"zeus{M}", space=self.space(),
+            objective_names=list(objectives), ref_point=ref, max_hv=self.max_hv(objectives),
+            true_fn=lambda p: self.true_values(p, objectives),
+            observe_fn=lambda p, rng: self.sample(p, rng, objectives),
+            noise_sd=np.full(M, np.nan), score_scale=ref, budget=50 if M == 2 else 30,
             notes=(f"Zeus trace {self.dataset}/{self.network} on {self.gpu.upper()}, target "
                    f"{self.target_metric}; {len(self.configs)} configurations over "
-                   f"{self.dims}; epochs sampled from reaching runs"),
-            info={"n_configs": int(len(self.configs)), "front_size": int(len(self.true_front())),
+                   f"{self.dims}; objectives {list(objectives)}, epochs sampled from "
+                   "reaching runs"),
+            info={"n_configs": int(len(self.configs)),
+                  "front_size": int(len(self.true_front(objectives))),
                   "dims": list(self.dims), "expected_range": [Y.min(axis=0).tolist(),
                                                               Y.max(axis=0).tolist()],
                   "thresholds_known": False, **self.source},

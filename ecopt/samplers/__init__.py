@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ecopt.samplers.base import Proposal, Sampler
+from ecopt.samplers.base import FallbackWarning, Proposal, Sampler
 from ecopt.samplers.grid import GridSampler
 from ecopt.samplers.qnehvi import QLogNEHVISampler, QNEHVISampler
 from ecopt.samplers.random import RandomSampler, SobolSampler
 
 __all__ = [
+    "FallbackWarning",
     "Proposal",
     "Sampler",
     "RandomSampler",

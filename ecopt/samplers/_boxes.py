@@ -1,12 +1,17 @@
 """Exact box decomposition of the non-dominated region for three objectives.
 
+Part of the acquisition stage (fast path ``sweep_boxes``, handed to BoTorch by
+:func:`ecopt.samplers._botorch_compat.fast_acquisition_class`).
+
 qNEHVI needs, for every posterior sample of the baseline, the region that
 sample's front does not dominate, cut into axis-aligned boxes. BoTorch's
 ``FastNondominatedPartitioning`` (Lacour et al., 2017) does this one sample
 at a time with small-tensor operations: 15-50 ms per sample at 3 objectives,
 so 2-6 s of every proposal with 128 samples. :class:`SweepPartitioning` gives
-a partition of the same region with the same number of boxes (2k + 1 for k
-front points) by a plane sweep in plain Python floats, about 50x faster.
+a partition of the same region by a plane sweep in plain Python floats, with no
+more boxes than BoTorch's (2k + 1 for k front points in general position;
+tested against BoTorch's count) and about 50x faster per sample (0.3-1 ms
+instead of 15-50 ms).
 
 Sweep (maximisation, reference point r): take the points by the third
 objective, highest first. Between two consecutive third-objective levels the
@@ -42,7 +47,14 @@ def nondominated_boxes_3d(Y: list[list[float]], ref: list[float]
         ``(lower, upper)``: box corners, ``c x 3`` each; upper corners may be
         ``inf``. The boxes are disjoint and their union is the region
         ``{y >= ref}`` minus the part dominated by ``Y``.
+
+    Raises:
+        ValueError: for a NaN in ``Y`` or ``ref`` (as BoTorch's box
+            decompositions raise; a NaN would otherwise drop its point silently).
     """
+    nan = sum(v != v for row in Y for v in row) + sum(v != v for v in ref)
+    if nan:
+        raise ValueError(f"NaN inputs are not supported, got {nan} NaN value(s) in Y or ref")
     r1, r2, r3 = (float(v) for v in ref)
     pts = sorted(((float(a), float(b), float(c)) for a, b, c in Y
                   if a > r1 and b > r2 and c > r3), key=lambda p: (-p[2], -p[0], -p[1]))
@@ -98,6 +110,9 @@ class SweepPartitioning(torch.nn.Module):
     Args:
         ref_point: ``(3,)`` reference point.
         Y: ``(k, 3)`` outcomes of one sample.
+
+    Raises:
+        ValueError: for other shapes, or NaN in ``Y`` (as BoTorch raises).
     """
 
     def __init__(self, ref_point: torch.Tensor, Y: torch.Tensor) -> None:

@@ -11,7 +11,7 @@ initial Sobol design skips them too.
 Why: a small grid (the Zeus trace problem: 10 batch sizes x 7 power limits) under
 noisy objectives. qLogNEHVI gives an observed configuration a positive value when
 its posterior is still uncertain, so the search re-ran one corner of the grid up to
-23 times in 50 trials and left front configurations untried (docs/benchmarks.md).
+23 times in 50 trials and left front configurations untried.
 
 Configurations are compared by their unit-cube encoding rounded to 9 decimals.
 """

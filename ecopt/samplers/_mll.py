@@ -1,16 +1,17 @@
-"""Fast hyperparameter fits for BoTorch's default GP, with closed-form gradients.
+"""Closed-form GP fitting loss and gradient for BoTorch's default GP.
 
 BoTorch fits a GP by running scipy's L-BFGS-B on gpytorch's exact marginal log
 likelihood, differentiated by autograd. For the small training sets of a study
 (n <= a few hundred) nearly all of that time is Python machinery around an
 ``n x n`` Cholesky that itself takes microseconds: gpytorch's lazy tensors and
-distribution objects, the autograd graph, BoTorch's parameter/array conversions.
-:func:`fit_exact_gp` minimises the *same* objective (minus the Gaussian log
-density of the standardised targets minus the log priors, over ``n``, exactly
-as BoTorch's default loss closure computes it) with the same optimiser, start,
-bounds and stopping rule, but evaluates it and its gradient in closed form with
-numpy. A model it does not cover, or a fit whose optimiser fails (where BoTorch
-would retry from a prior sample), is left to BoTorch's ``fit_gpytorch_mll``.
+distribution objects and the autograd graph. :func:`fit_exact_gp` runs
+BoTorch's own ``fit_gpytorch_mll`` (its optimiser, start, bounds, stopping
+rule, retries from prior samples and warning policy) with the *same*
+objective (minus the Gaussian log density of the standardised targets minus
+the log priors, over ``n``, as BoTorch's default loss closure computes it)
+evaluated with its gradient in closed form, passed through
+``fit_gpytorch_mll``'s public ``closure`` argument. A model it does not cover is
+left to BoTorch's default closure.
 
 Covered: a one-output, unbatched ``SingleTaskGP`` with no input transform, a
 constant (prior-free) or zero mean, an RBF kernel (one or ``d`` lengthscales,
@@ -74,7 +75,6 @@ class _Problem:
     fixed_noise: Any  # (n,) observation noise variances, or None (learned)
     names: list[str]  # parameter names, in x order
     sizes: list[int]
-    bounds: list[tuple[float | None, float | None]]
     ls_prior: _Prior | None
     noise_prior: _Prior | None
 
@@ -94,17 +94,9 @@ def _prior(p: Any) -> _Prior | None | bool:
     return False
 
 
-def _bounds(constraint: Any, size: int) -> list[tuple[float | None, float | None]] | None:
-    """Per-element bounds of an untransformed constraint (``None``: transformed, unsupported)."""
-    if constraint is None:
-        return [(None, None)] * size
-    if constraint.enforced:  # a transform maps raw to value: not covered
-        return None
-    lo = constraint.lower_bound.detach().cpu().numpy().astype(float).reshape(-1)
-    hi = constraint.upper_bound.detach().cpu().numpy().astype(float).reshape(-1)
-    lo, hi = np.broadcast_to(lo, (size,)), np.broadcast_to(hi, (size,))
-    return [(None if not np.isfinite(a) else float(a), None if not np.isfinite(b) else float(b))
-            for a, b in zip(lo, hi)]
+def _untransformed(constraint: Any) -> bool:
+    """Whether a parameter's constraint leaves the raw value as the value (bounds only)."""
+    return constraint is None or not constraint.enforced
 
 
 def _problem(model: Any) -> _Problem | None:
@@ -115,6 +107,8 @@ def _problem(model: Any) -> _Problem | None:
     from gpytorch.likelihoods import FixedNoiseGaussianLikelihood, GaussianLikelihood
     from gpytorch.likelihoods.noise_models import HomoskedasticNoise
     from gpytorch.means import ConstantMean, ZeroMean
+
+    from ecopt.samplers._botorch_compat import named_priors
 
     cls: type = type(model)  # (not narrowing ``model``: torch stubs type its attributes)
     if cls is not SingleTaskGP or getattr(model, "input_transform", None) is not None:
@@ -146,9 +140,7 @@ def _problem(model: Any) -> _Problem | None:
                 *([_NOISE] if fixed is None else [])}
     if set(params) != expected:
         return None
-    priors: dict[str, Any] = {}
-    for name, _module, prior, _closure, _setter in model.named_priors():
-        priors[name] = prior
+    priors = named_priors(model)
     if not set(priors) <= {"covar_module.lengthscale_prior",
                            "likelihood.noise_covar.noise_prior"}:
         return None
@@ -164,23 +156,21 @@ def _problem(model: Any) -> _Problem | None:
         return None
     diff2 = (X[:, None, :] - X[None, :, :]) ** 2  # (n, n, d)
     D2 = diff2.permute(2, 0, 1) if n_ls == d else diff2.sum(-1)[None]
-    names, sizes, bounds = [], [], []
+    names, sizes = [], []
     for name, constraint in ((_LS, covar.raw_lengthscale_constraint),
                              (_MEAN, None),
                              (_NOISE, None if fixed is not None
                               else lik.noise_covar.raw_noise_constraint)):
         if name not in params:
             continue
-        b = _bounds(constraint, params[name].numel())
-        if b is None:
+        if not _untransformed(constraint):
             return None
         names.append(name)
         sizes.append(params[name].numel())
-        bounds += b
     assert isinstance(ls_prior, (_Prior, type(None))) and isinstance(noise_prior,
                                                                    (_Prior, type(None)))
     return _Problem(X=X, y=y_t.detach().cpu().to(torch.double), D2=D2.contiguous(),
-                    fixed_noise=fixed, names=names, sizes=sizes, bounds=bounds,
+                    fixed_noise=fixed, names=names, sizes=sizes,
                     ls_prior=ls_prior, noise_prior=noise_prior)
 
 
@@ -265,12 +255,13 @@ def exact_gp_loss(model: Any) -> tuple[float, dict[str, np.ndarray]] | None:
 
 
 def fit_exact_gp(model: Any, ftol: float | None = None) -> float | None:
-    """Fit ``model``'s hyperparameters in place, as ``fit_gpytorch_mll`` would.
+    """Fit ``model``'s hyperparameters in place with BoTorch's ``fit_gpytorch_mll``,
+    the loss and gradient in closed form.
 
-    The same objective, starting point, bounds and L-BFGS-B stopping rule as
-    BoTorch's scipy fit. Returns ``None`` (and leaves the model untouched) when
-    the model is not covered or the optimiser fails: the caller then falls
-    back to BoTorch, which retries failures from samples of the priors.
+    BoTorch's optimiser (L-BFGS-B), start, bounds and stopping rule, and its
+    retry policy: an attempt that fails (an optimiser warning, a non-PSD
+    covariance) is retried from a sample of the priors, and the model is
+    rolled back when every attempt fails.
 
     Args:
         model: a BoTorch ``SingleTaskGP`` (see the module docstring for the
@@ -279,32 +270,47 @@ def fit_exact_gp(model: Any, ftol: float | None = None) -> float | None:
 
     Returns:
         The fitted marginal log likelihood plus log priors, over ``n`` (minus the
-        final loss), or ``None`` when not fitted here. The model is left in eval mode.
+        final loss), or ``None`` (nothing done) when the model is not covered.
+        The model is left in eval mode.
+
+    Raises:
+        botorch.exceptions.errors.ModelFittingError: when every attempt failed.
+        CompatError: when a GPyTorch internal read here changed.
     """
     import torch
-    from scipy.optimize import minimize
+    from botorch.fit import fit_gpytorch_mll
+    from gpytorch.mlls import ExactMarginalLogLikelihood
+    from linear_operator.utils.errors import NotPSDError
 
     prob = _problem(model)
     if prob is None:
         return None
+    mll = ExactMarginalLogLikelihood(model.likelihood, model)
+    mll_names = {id(p): n for n, p in mll.named_parameters()}
     params = dict(model.named_parameters())
-    x0 = np.concatenate([params[k].detach().cpu().numpy().astype(float).reshape(-1)
-                         for k in prob.names])
-    try:
-        with np.errstate(over="ignore", under="ignore"):  # exp underflow is harmless
-            res = minimize(lambda x: _loss_and_grad(prob, x), x0, jac=True, method="L-BFGS-B",
-                           bounds=prob.bounds,
-                           options=None if ftol is None else {"ftol": ftol})
-    except (torch.linalg.LinAlgError, FloatingPointError, ValueError):
-        return None
-    msg = res.message if isinstance(res.message, str) else res.message.decode("ascii")
-    stopped = "MAXITER" in msg.upper() or "MAXFUN" in msg.upper() or "LIMIT" in msg.upper()
-    if not (res.success or stopped) or not np.all(np.isfinite(res.x)) \
-            or not math.isfinite(float(res.fun)):
-        return None
-    with torch.no_grad():
-        for name, v in _split(prob, res.x).items():
-            p = params[name]
-            p.copy_(torch.as_tensor(v, dtype=p.dtype, device=p.device).reshape(p.shape))
+    # BoTorch's names (they key its bounds), in the closure's gradient order.
+    parameters = {mll_names[id(params[k])]: params[k] for k in prob.names}
+
+    def state() -> np.ndarray:
+        return np.concatenate([params[k].detach().cpu().numpy().astype(float).reshape(-1)
+                               for k in prob.names])
+
+    def closure() -> tuple[Any, list[Any]]:
+        try:
+            with np.errstate(over="ignore", under="ignore"):  # exp underflow is harmless
+                loss, grad = _loss_and_grad(prob, state())
+        except torch.linalg.LinAlgError as exc:  # as gpytorch raises it: BoTorch retries
+            raise NotPSDError(str(exc)) from exc
+        parts = _split(prob, grad)
+        return (torch.tensor(loss, dtype=torch.double),
+                [torch.as_tensor(parts[k], dtype=params[k].dtype).reshape(params[k].shape)
+                 for k in prob.names])
+
+    options = {"parameters": parameters}
+    if ftol is not None:
+        options["options"] = {"ftol": ftol}
+    fit_gpytorch_mll(mll, closure=closure, optimizer_kwargs=options)
     model.eval()
-    return -float(res.fun)
+    with np.errstate(over="ignore", under="ignore"):
+        loss, _ = _loss_and_grad(prob, state())
+    return -float(loss)

@@ -22,7 +22,7 @@ from ecopt.objective import Constraint, Objective
 from ecopt.space import SearchSpace
 from ecopt.trial import TrialRecord
 
-__all__ = ["Proposal", "Sampler"]
+__all__ = ["FallbackWarning", "Proposal", "Sampler"]
 
 
 @dataclass(frozen=True)
@@ -89,3 +89,7 @@ class Sampler(ABC):
     def describe(self) -> dict[str, Any]:
         """Settings recorded in ``study.json``."""
         return {"name": self.name, "seed": self.seed}
+
+
+class FallbackWarning(UserWarning):
+    """A sampler took a slower path (a fast path off) or fell back to model-free points."""

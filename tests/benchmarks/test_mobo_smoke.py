@@ -10,6 +10,7 @@ import pytest
 
 from benchmarks import mobo, overhead
 from benchmarks.problems import NOISE_FRACTION, make_problem
+from ecopt.report.recorded import read_run
 
 from zeus_example import ZEUS_EXAMPLE  # tests/benchmarks/zeus_example.py
 
@@ -36,7 +37,8 @@ def test_problems_have_published_reference_points_and_seeded_noise() -> None:
 
 
 @pytest.mark.slow
-def test_quick_mode_writes_sane_tables_and_resumes(tmp_path: Path) -> None:
+def test_quick_mode_writes_sane_tables_and_resumes(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     zeus_dir = _write_trace(tmp_path / "zeus")
     out = tmp_path / "out"
     methods = "ecopt-qlognehvi,ecopt-sobol,optuna-tpe,optuna-nsga2-small"
@@ -62,7 +64,8 @@ def test_quick_mode_writes_sane_tables_and_resumes(tmp_path: Path) -> None:
     for prob in ("branincurrin", "zeus"):
         section = md.split(f"### {prob}")[1].split("###")[0]
         rows = [ln for ln in section.splitlines() if ln.startswith("| ")]
-        assert rows[0].startswith("| method | seeds | n=6 | n=7 | final HV | p |")
+        assert rows[0].startswith("| method | seeds | n=6 | n=7 | final HV | sd | worst HV | "
+                                  "worst seed | collapses | p better | p worse | ask s |")
         assert [ln.split(" | ")[0][2:] for ln in rows[1:]] == [
             m for m in mobo.METHODS if m in methods.split(",")]
     summary = json.loads((out / "summary.json").read_text())
@@ -74,6 +77,19 @@ def test_quick_mode_writes_sane_tables_and_resumes(tmp_path: Path) -> None:
     # A second call finds every run done and only rebuilds the report.
     assert mobo.main(argv) == 0
     assert len((out / "runs-main.jsonl").read_text().splitlines()) == len(runs)
+    # A part of the runs, recorded in the docs/results format (what docs.tables reads).
+    monkeypatch.chdir(tmp_path)
+    assert mobo.main(["--report-only", "--out", str(out), "--problems", "zeus", "--seeds", "1",
+                      "--methods", "ecopt-qlognehvi,optuna-tpe", "--record", "t",
+                      "--note", "a caveat"]) == 0
+    (run_dir,) = (tmp_path / "docs" / "results" / "mobo").iterdir()
+    assert run_dir.name.endswith("-t")
+    rec = read_run(run_dir)
+    assert rec.script == "benchmarks/mobo.py" and rec.energy is None and "a caveat" in rec.notes
+    (table,) = rec.tables.values()
+    assert [r[0] for r in table.rows] == ["ecopt-qlognehvi", "optuna-tpe"]
+    assert all(r[1] == 1 for r in table.rows)  # seed 0 only
+    assert rec.facts["code"]["ecopt-qlognehvi"] == [runs[0]["git_commit"]]
 
 
 @pytest.mark.slow

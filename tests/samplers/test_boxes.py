@@ -15,7 +15,7 @@ from botorch.utils.multi_objective.box_decompositions.non_dominated import (
 
 from ecopt.pareto import hypervolume
 from ecopt.samplers._boxes import SweepPartitioning, nondominated_boxes_3d
-from ecopt.samplers.qnehvi import _fast
+from ecopt.samplers._botorch_compat import fast_acquisition_class
 
 
 def _improvement(lower, upper, y):
@@ -73,7 +73,7 @@ def test_acquisition_values_match_botorch_at_three_objectives(log):
     Xt = torch.rand(16, 1, 4, generator=g, dtype=torch.double)
     values = []
     base = qLogNoisyExpectedHypervolumeImprovement if log else qNoisyExpectedHypervolumeImprovement
-    for cls in (base, _fast(base)):
+    for cls in (base, fast_acquisition_class(base, sweep=True, dense=False)):
         acqf = cls(model=model, ref_point=ref, X_baseline=X, prune_baseline=False,
                    sampler=SobolQMCNormalSampler(torch.Size([32]), seed=1))
         with torch.no_grad():

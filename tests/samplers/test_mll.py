@@ -19,9 +19,8 @@ from gpytorch.mlls import ExactMarginalLogLikelihood
 from gpytorch.priors import GammaPrior
 
 import ecopt
-from ecopt.samplers import _mll
 from ecopt.samplers._mll import exact_gp_loss, fit_exact_gp
-from ecopt.samplers.qnehvi import QLogNEHVISampler
+from ecopt.samplers import QLogNEHVISampler
 
 
 def _data(n: int, d: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -139,13 +138,16 @@ def test_uncovered_models_are_left_to_botorch():
         assert all(torch.equal(before[k], after[k]) for k in before)
 
 
-def test_a_failed_fit_leaves_the_model_untouched():
+def test_a_failed_fit_raises_botorchs_error_and_leaves_the_model_untouched():
+    from botorch.exceptions.errors import ModelFittingError
+
     X, y = _data(20, 2, 0)
     model = SingleTaskGP(X, y, outcome_transform=Standardize(m=1))
     with torch.no_grad():
         model.train_targets[3] = math.nan  # the loss is NaN everywhere: L-BFGS-B fails
     before = {k: v.clone() for k, v in model.named_parameters()}
-    assert fit_exact_gp(model) is None
+    with pytest.raises(ModelFittingError):  # after BoTorch's retries from prior samples
+        fit_exact_gp(model)
     assert all(torch.equal(before[k], p) for k, p in model.named_parameters())
 
 
@@ -161,27 +163,23 @@ def _study_records(space: ecopt.SearchSpace, n: int) -> list:
     return records
 
 
-def test_sampler_fits_continuous_models_here_and_mixed_ones_with_botorch(monkeypatch):
+def test_sampler_fits_through_botorch_with_the_closed_form_closure(monkeypatch):
+    """Continuous models: BoTorch's fit_gpytorch_mll with ecopt's closure (on one BLAS
+    thread); mixed models: BoTorch's fit_gpytorch_mll with its own closure."""
     import botorch.fit
 
-    calls = {"ours": 0, "botorch": 0, "blas_threads": set()}
-    real_ours, real_botorch = _mll.fit_exact_gp, botorch.fit.fit_gpytorch_mll
+    calls = {"closure": 0, "default": 0, "blas_threads": set()}
+    real = botorch.fit.fit_gpytorch_mll
 
-    def ours(model, ftol=None):
+    def spy(*args, **kwargs):
         from threadpoolctl import threadpool_info
 
         calls["blas_threads"] |= {i["num_threads"] for i in threadpool_info()
                                   if i["user_api"] == "blas"}
-        value = real_ours(model, ftol)
-        calls["ours"] += value is not None
-        return value
+        calls["closure" if kwargs.get("closure") is not None else "default"] += 1
+        return real(*args, **kwargs)
 
-    def botorch_fit(*args, **kwargs):
-        calls["botorch"] += 1
-        return real_botorch(*args, **kwargs)
-
-    monkeypatch.setattr(_mll, "fit_exact_gp", ours)
-    monkeypatch.setattr(botorch.fit, "fit_gpytorch_mll", botorch_fit)
+    monkeypatch.setattr(botorch.fit, "fit_gpytorch_mll", spy)
     objectives = [ecopt.Objective("f1", "min"), ecopt.Objective("f2", "min")]
 
     space = ecopt.SearchSpace({"a": ecopt.Float(0.0, 1.0), "b": ecopt.Float(0.0, 1.0)})
@@ -189,11 +187,12 @@ def test_sampler_fits_continuous_models_here_and_mixed_ones_with_botorch(monkeyp
     sampler.bind(objectives, [], 0)
     props = sampler.propose(space, _study_records(space, 8), [], 1)
     assert props[0].proposed_by == sampler.name
-    assert calls["ours"] == 2 and calls["botorch"] == 0  # one GP per objective, both here
+    assert "closed_form_fit" not in props[0].info.get("fast_path_off", {})
+    assert calls["closure"] == 2 and calls["default"] == 0  # one GP per objective
     assert calls["blas_threads"] == {1}
 
     mixed = ecopt.SearchSpace({"a": ecopt.Float(0.0, 1.0),
                                "c": ecopt.Categorical(["x", "y", "z"])})
     props = sampler.propose(mixed, _study_records(mixed, 8), [], 1)
     assert props[0].proposed_by == sampler.name
-    assert calls["botorch"] == 2
+    assert calls["closure"] == 2 and calls["default"] == 2

@@ -30,9 +30,16 @@ from botorch.sampling.normal import SobolQMCNormalSampler  # noqa: E402
 from gpytorch.kernels import MaternKernel, ScaleKernel  # noqa: E402
 
 from ecopt.samplers._posterior import DenseLatent  # noqa: E402
-from ecopt.samplers.qnehvi import _fast  # noqa: E402
+from ecopt.samplers._botorch_compat import UNAVAILABLE, fast_acquisition_class  # noqa: E402
 
 D = torch.double
+#: Tests of the dense path itself; skipped where the compat layer switched it off.
+needs_dense = pytest.mark.skipif("dense_posterior" in UNAVAILABLE,
+                                 reason=f"dense_posterior off: {UNAVAILABLE.get('dense_posterior')}")
+
+
+def _fast(cls: type) -> type:
+    return fast_acquisition_class(cls, sweep=True, dense=True)
 
 
 def _model(n: int, d: int, m: int, seed: int, fixed_noise: bool = False) -> SingleTaskGP:
@@ -88,6 +95,7 @@ def _assert_same(dense: object, ref: object, shapes: list[tuple[int, ...]], seed
         torch.testing.assert_close(g1, g0, rtol=1e-7, atol=1e-10)
 
 
+@needs_dense
 @pytest.mark.parametrize("cls", [qLogNoisyExpectedHypervolumeImprovement,
                                  qNoisyExpectedHypervolumeImprovement])
 @pytest.mark.parametrize("m,fixed", [(2, False), (3, False), (2, True)])
@@ -99,6 +107,7 @@ def test_values_and_gradients_equal_botorch(cls: type, m: int, fixed: bool) -> N
                               (7, 1, 4)], seed=m)
 
 
+@needs_dense
 def test_pending_points_and_sequential_batches_equal_botorch() -> None:
     model = _model(n=15, d=3, m=2, seed=5)
     pend = torch.rand(2, 3, generator=torch.Generator().manual_seed(1), dtype=D)
@@ -112,6 +121,7 @@ def test_pending_points_and_sequential_batches_equal_botorch() -> None:
     _assert_same(dense, ref, [(6, 1, 3), (4, 2, 3)], seed=2)
 
 
+@needs_dense
 def test_constraint_outputs_equal_botorch() -> None:
     model = _model(n=16, d=3, m=3, seed=8)
     out = []
@@ -127,6 +137,7 @@ def test_constraint_outputs_equal_botorch() -> None:
     _assert_same(out[0], out[1], [(8, 1, 3), (3, 2, 3)], seed=3)
 
 
+@needs_dense
 def test_dense_path_is_used() -> None:
     """The comparison above means nothing unless the dense path actually ran."""
     import ecopt.samplers._posterior as post
@@ -148,6 +159,7 @@ def test_dense_path_is_used() -> None:
     assert calls
 
 
+@needs_dense
 def test_shared_parameters_zero_mean_and_one_lengthscale_equal_botorch() -> None:
     """Other forms of BoTorch's default GP: one lengthscale for all inputs, a zero mean,
     and a mean constant / noise level shared by every output (broadcast)."""

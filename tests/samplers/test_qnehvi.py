@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 import ecopt
@@ -106,10 +105,12 @@ def test_fit_failure_falls_back_to_sobol(monkeypatch):
 
     monkeypatch.setattr(sampler, "_propose_bo", boom)
     s = ecopt.Study(MIXED, OBJS, sampler=sampler, meter="wallclock")
-    s.optimize(mixed_f, n_trials=4)
+    with pytest.warns(ecopt.samplers.FallbackWarning, match="cholesky failed"):
+        s.optimize(mixed_f, n_trials=4)
     last = s.records[-1]
     assert last.proposed_by == "sobol" and "model fallback" in last.proposal["why"]
-    assert "cholesky failed" in last.proposal["why"]
+    assert last.proposal["fallback"] == "RuntimeError: cholesky failed"
+    assert all("fallback" not in r.proposal for r in s.records[:-1])
 
 
 def test_failed_trials_are_not_observations():
@@ -131,7 +132,31 @@ def test_bad_settings():
         QLogNEHVISampler(num_restarts=0)
     with pytest.raises(ValueError, match="n_init >= 1"):
         QLogNEHVISampler(n_init=0)
-    assert np.isfinite(QLogNEHVISampler().mc_samples)
+    with pytest.raises(ValueError, match="mc_samples >= 1"):
+        QLogNEHVISampler(mc_samples=0)
+    with pytest.raises(ValueError, match="0 <= alpha < 1"):
+        QLogNEHVISampler(alpha=1.0)
+    with pytest.raises(ValueError, match="parego_from >= 1"):
+        QLogNEHVISampler(parego_from=0)
+
+
+def test_mc_samples_reach_the_acquisition(monkeypatch):
+    from ecopt.samplers import _acquisition
+
+    shapes = []
+    real = _acquisition.build
+
+    def spy(*args, **kwargs):
+        acq = real(*args, **kwargs)
+        shapes.append(tuple(acq.acqf.sampler.sample_shape))
+        return acq
+
+    monkeypatch.setattr(_acquisition, "build", spy)
+    sampler = QLogNEHVISampler(n_init=4, **{**FAST, "mc_samples": 24})
+    assert sampler.describe()["mc_samples"] == 24
+    s = ecopt.Study(MIXED, OBJS, sampler=sampler, meter="wallclock")
+    s.optimize(mixed_f, n_trials=5)
+    assert s.records[-1].proposed_by == "qlognehvi" and shapes == [(24,)]
 
 
 def test_ordered_categorical_and_step_ints_use_the_model_not_a_fallback():

@@ -148,7 +148,8 @@ def test_model_fallback_points_skip_repeats_too(monkeypatch):
 
     monkeypatch.setattr(sampler, "_propose_bo", boom)
     s = ecopt.Study(SPACE, OBJS, sampler=sampler, meter="wallclock", seed=0)
-    s.optimize(f, n_trials=24)
+    with pytest.warns(ecopt.samplers.FallbackWarning):
+        s.optimize(f, n_trials=24)
     assert "model fallback" in s.records[-1].proposal["why"]
     assert len({key(r.params) for r in s.records}) == 24
 

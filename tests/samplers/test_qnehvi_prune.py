@@ -9,7 +9,8 @@ from botorch.acquisition.multi_objective.utils import prune_inferior_points_mult
 from botorch.models import SingleTaskGP
 from botorch.utils.multi_objective.pareto import is_non_dominated
 
-from ecopt.samplers.qnehvi import _pareto_mask, _prune_baseline
+from ecopt.samplers._pruning import pareto_mask as _pareto_mask
+from ecopt.samplers._pruning import prune_baseline as _prune_baseline
 
 
 @pytest.mark.parametrize("m", [2, 3, 4])

@@ -9,7 +9,10 @@ import pytest
 
 import ecopt
 from ecopt.samplers import QLogNEHVISampler
-from ecopt.samplers.qnehvi import _load_params, _param_state, _stack
+from ecopt.samplers._models import load_params as _load_params
+from ecopt.samplers._models import param_state as _param_state
+from ecopt.samplers._models import stack as _stack
+from ecopt.samplers._models import warm_state
 
 FAST = {"num_restarts": 2, "raw_samples": 64, "mc_samples": 32, "maxiter": 50}
 SPACE = ecopt.SearchSpace({"x": ecopt.Float(0, 1), "y": ecopt.Float(0, 1)})
@@ -70,8 +73,8 @@ def test_warm_start_is_recorded_and_a_resumed_study_proposes_the_same(tmp_path):
     assert len(bo) == 2
     st = bo[-1].proposal["gp_state"]
     assert st["kind"] == "single" and set(st["params"]) == {"f1", "f2"}
-    assert sampler()._warm_state(mem.records, "single") == st["params"]
-    assert sampler()._warm_state(mem.records, "mixed") is None
+    assert warm_state(mem.records, "single") == st["params"]
+    assert warm_state(mem.records, "mixed") is None
     nxt = mem.ask()
 
     disk = ecopt.Study(SPACE, OBJS, storage=tmp_path / "s", sampler=sampler(),

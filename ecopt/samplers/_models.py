@@ -1,0 +1,242 @@
+"""Models and fitting: one GP per outcome, fitted, then queried as one model.
+
+The second stage of a qLogNEHVI proposal. Each outcome (objective or
+constraint metric) gets its own single-output GP (``SingleTaskGP``, or
+``MixedSingleTaskGP`` with categorical columns; ``Standardize`` outcomes;
+observed noise where every trial reported one). BoTorch fits a batched
+multi-output GP with a batched L-BFGS that takes several times longer, so the
+outputs are fitted one by one, each with BoTorch's ``fit_gpytorch_mll``: with
+the closed-form loss of :mod:`ecopt.samplers._mll` as its ``closure`` where the
+model is covered (fast path ``closed_form_fit``), else with BoTorch's own.
+Continuous models are then stacked into one batched multi-output GP with the
+same hyperparameters (fast path ``stacked_model``: the same model, faster to
+query).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ecopt.trial import TrialRecord
+
+__all__ = ["LENGTHSCALE_PRIORS", "Fitted", "fit_outputs", "load_params", "param_state", "stack",
+           "warm_state"]
+
+#: Lengthscale priors of the continuous GPs' RBF kernels: ``"gamma"``, Gamma(3, 6) (mode
+#: 1/3; BoTorch's default before 0.12), or ``"dim-scaled"``, BoTorch's default since 0.12
+#: (log-normal, median ~10 at d = 6; see :mod:`ecopt.samplers.qnehvi` for why not).
+LENGTHSCALE_PRIORS = ("gamma", "dim-scaled")
+
+
+@dataclass
+class Fitted:
+    """The fitted outputs.
+
+    Attributes:
+        models: One fitted GP per column, in order.
+        model: What the acquisition queries: the stacked model, the model list,
+            or the single model.
+        states: Fitted raw hyperparameters per column name (JSON-able).
+        fast_path_off: Fast path -> why it was not used (a failure, not a model
+            it does not cover).
+    """
+
+    models: list[Any]
+    model: Any
+    states: dict[str, Any]
+    fast_path_off: dict[str, str] = field(default_factory=dict)
+
+    def public(self) -> Any:
+        """The same outputs as BoTorch's ``ModelListGP`` (or the single model)."""
+        from botorch.models import ModelListGP
+
+        return self.models[0] if len(self.models) == 1 else ModelListGP(*self.models)
+
+
+def param_state(model: Any) -> dict[str, list[float]]:
+    """A model's raw hyperparameters as JSON-able lists (exact through a JSON round trip)."""
+    return {k: [float(v) for v in p.detach().reshape(-1).tolist()]
+            for k, p in model.named_parameters()}
+
+
+def load_params(model: Any, state: Any) -> bool:
+    """Set ``model``'s raw hyperparameters from :func:`param_state` output.
+
+    Returns False (and changes nothing) unless every parameter is there with its size.
+    """
+    import torch
+
+    params = dict(model.named_parameters())
+    if not isinstance(state, dict) or set(params) != set(state):
+        return False
+    vals = {}
+    for k, p in params.items():
+        v = state[k]
+        if not isinstance(v, list) or len(v) != p.numel() \
+                or not all(isinstance(x, (int, float)) and math.isfinite(x) for x in v):
+            return False
+        vals[k] = torch.tensor(v, dtype=p.dtype).reshape(p.shape)
+    with torch.no_grad():
+        for k, p in params.items():
+            p.copy_(vals[k])
+    return True
+
+
+def warm_state(records: Sequence[TrialRecord], kind: str) -> dict[str, Any] | None:
+    """Fitted hyperparameters of the latest proposal in ``records`` with the same model kind."""
+    for r in reversed(records):
+        st = r.proposal.get("gp_state") if isinstance(r.proposal, dict) else None
+        if isinstance(st, dict) and st.get("kind") == kind and isinstance(st.get("params"), dict):
+            return st["params"]
+    return None
+
+
+def stack(models: Sequence[Any], X: Any, Y: Any, Yvar: Any) -> Any | None:
+    """One batched multi-output SingleTaskGP with each output's fitted hyperparameters.
+
+    The same model as ``ModelListGP(*models)`` (independent outputs, per-column
+    standardisation), queried in one batched pass. ``None`` when the
+    parameters do not line up (then the caller keeps the model list).
+    """
+    import torch
+    from botorch.models import SingleTaskGP
+    from botorch.models.transforms.outcome import Standardize
+
+    m = len(models)
+    batched = SingleTaskGP(X, Y, train_Yvar=Yvar, outcome_transform=Standardize(m=m))
+    singles = [dict(mj.named_parameters()) for mj in models]
+    params = dict(batched.named_parameters())
+    if any(set(sp) != set(params) for sp in singles):
+        return None
+    with torch.no_grad():
+        for k, p in params.items():
+            parts = [sp[k].detach() for sp in singles]
+            if p.shape[0] != m or any(t.numel() * m != p.numel() for t in parts):
+                return None
+            p.copy_(torch.stack([t.reshape(p.shape[1:]) for t in parts]))
+    batched.eval()
+    return batched
+
+
+def _why(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+class _Fitter:
+    """Fits single-output GPs: the closed-form closure first, BoTorch's own on failure."""
+
+    def __init__(self, X: Any, cat_dims: list[int], warm_ftol: float | None,
+                 cold_ftol: float | None, closed_form: bool, lengthscale_prior: str) -> None:
+        self.X, self.cat_dims, self.lengthscale_prior = X, cat_dims, lengthscale_prior
+        self.warm_ftol, self.cold_ftol = warm_ftol, cold_ftol
+        self.closed_form = closed_form
+        self.off: dict[str, str] = {}
+
+    def build(self, y: Any, yvar: Any) -> Any:
+        from botorch.models import MixedSingleTaskGP, SingleTaskGP
+        from botorch.models.transforms.outcome import Standardize
+
+        if self.cat_dims:
+            return MixedSingleTaskGP(self.X, y, cat_dims=self.cat_dims, train_Yvar=yvar,
+                                     outcome_transform=Standardize(m=1))
+        covar = None
+        if self.lengthscale_prior == "gamma":
+            from gpytorch.constraints import GreaterThan
+            from gpytorch.kernels import RBFKernel
+            from gpytorch.priors import GammaPrior
+
+            # BoTorch's lower bound and start-at-the-prior's-mode, with the Gamma prior.
+            covar = RBFKernel(ard_num_dims=self.X.shape[-1],
+                              lengthscale_prior=GammaPrior(3.0, 6.0),
+                              lengthscale_constraint=GreaterThan(2.5e-2, transform=None,
+                                                                 initial_value=1.0 / 3.0))
+        return SingleTaskGP(self.X, y, train_Yvar=yvar, covar_module=covar,
+                            outcome_transform=Standardize(m=1))
+
+    def fit(self, model: Any, warm_started: bool = False) -> float:
+        """Fit in place; the fitted marginal log likelihood (+ log priors, over n)."""
+        import torch
+        from botorch.fit import fit_gpytorch_mll
+        from gpytorch.mlls import ExactMarginalLogLikelihood
+
+        from ecopt.samplers._mll import fit_exact_gp
+
+        # Stop once a step gains < warm_ftol / cold_ftol (relative); None: scipy's default.
+        ftol = self.warm_ftol if warm_started else self.cold_ftol
+        if self.closed_form:
+            try:
+                value = fit_exact_gp(model, ftol)
+            except Exception as exc:  # noqa: BLE001 - any failure: BoTorch's own fit
+                self.off.setdefault("closed_form_fit", _why(exc))
+                value = None
+            if value is not None:
+                return value if math.isfinite(value) else -math.inf
+        mll = ExactMarginalLogLikelihood(model.likelihood, model)
+        fit_gpytorch_mll(mll, optimizer_kwargs=None if ftol is None
+                         else {"options": {"ftol": ftol}})
+        mll.train()
+        with torch.no_grad():
+            value = float(mll(model(*model.train_inputs), model.train_targets).sum())
+        model.eval()
+        return value if math.isfinite(value) else -math.inf
+
+
+def fit_outputs(X: Any, Y: Any, Yvar: Any, cat_dims: list[int], names: Sequence[str],
+                warm: dict[str, Any] | None, cold_check: bool, warm_ftol: float | None,
+                cold_ftol: float | None, closed_form: bool = True, stacked: bool = True,
+                lengthscale_prior: str = "gamma") -> Fitted:
+    """Fit one GP per column of ``Y`` ``(n, m)``.
+
+    Warm start: an output whose fitted hyperparameters from an earlier
+    proposal are in ``warm`` starts L-BFGS there. With ``cold_check`` it is
+    also fitted from BoTorch's default start and the fit with the higher
+    marginal likelihood is kept, so a poor local optimum cannot persist.
+
+    Args:
+        X: ``(n, d)`` model inputs; Y: ``(n, m)`` outcomes; Yvar: ``(n, m)``
+            observed noise variances (NaN columns: inferred) or ``None``.
+        cat_dims: Categorical columns (a mixed model).
+        names: Column names (keys of the recorded hyperparameters).
+        warm: Hyperparameters to start from, by name, or ``None``.
+        cold_check: Also fit warm-started outputs from the default start.
+        warm_ftol, cold_ftol: L-BFGS-B's relative tolerances.
+        closed_form: Use the ``closed_form_fit`` fast path.
+        stacked: Use the ``stacked_model`` fast path.
+        lengthscale_prior: One of :data:`LENGTHSCALE_PRIORS` (continuous models).
+    """
+    import torch
+
+    fitter = _Fitter(X, cat_dims, warm_ftol, cold_ftol, closed_form, lengthscale_prior)
+    models: list[Any] = []
+    states: dict[str, Any] = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for j in range(Y.shape[-1]):
+            y = Y[:, j:j + 1]
+            yv = None if Yvar is None or bool(torch.isnan(Yvar[:, j]).any()) \
+                else Yvar[:, j:j + 1]
+            start = (warm or {}).get(names[j])
+            model = fitter.build(y, yv)
+            if start is not None and load_params(model, start):
+                value = fitter.fit(model, warm_started=True)
+                if cold_check:
+                    cold = fitter.build(y, yv)
+                    if fitter.fit(cold) > value:
+                        model = cold
+            else:
+                fitter.fit(model)
+            models.append(model)
+            states[names[j]] = param_state(model)
+    out = Fitted(models, None, states, fitter.off)
+    out.model = out.public()
+    if stacked and len(models) > 1 and not cat_dims \
+            and (Yvar is None or not bool(torch.isnan(Yvar).any())):
+        try:
+            out.model = stack(models, X, Y, Yvar) or out.model
+        except Exception as exc:  # noqa: BLE001 - the model list is the same model
+            out.fast_path_off["stacked_model"] = _why(exc)
+    return out

@@ -1,0 +1,147 @@
+"""One model-based proposal: the four stages in order, fast paths first.
+
+:func:`model_based` runs encoding, models and fitting, acquisition and
+optimisation (see :mod:`ecopt.samplers.qnehvi`) for a
+:class:`~ecopt.samplers.QLogNEHVISampler`. A fast path that fails in the
+acquisition or optimisation stage, for any reason, is dropped for this
+proposal: the acquisition is rebuilt on BoTorch's public path (BoTorch's own
+pruning and box decompositions, the model list instead of the stacked model)
+from the same random state. An exception from BoTorch's own path propagates:
+the sampler then proposes Sobol points.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ecopt._types import Params
+from ecopt.samplers._encoding import encoding, to_model, training_data
+from ecopt.space import SearchSpace
+from ecopt.trial import TrialRecord, TrialState
+
+if TYPE_CHECKING:
+    from ecopt.samplers.qnehvi import QLogNEHVISampler
+
+__all__ = ["model_based"]
+
+#: Name under which the feasibility model's hyperparameters are recorded.
+FEASIBLE = "__feasible__"
+
+
+@contextmanager
+def one_thread(seed: int) -> Iterator[None]:
+    """One torch/BLAS/OpenMP thread and a forked, seeded torch RNG inside the block.
+
+    Proposals must be a pure function of seed and history; the same computation
+    rounded with another thread count drifts apart within a few dozen trials.
+    """
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    threads = torch.get_num_threads()
+    with torch.random.fork_rng(), threadpool_limits(limits=1):
+        torch.set_num_threads(1)
+        torch.manual_seed(seed)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(threads)
+
+
+def _why(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def model_based(sampler: QLogNEHVISampler, space: SearchSpace, records: Sequence[TrialRecord],
+                complete: Sequence[TrialRecord], pending: Sequence[Params], n: int
+                ) -> tuple[np.ndarray, dict[str, Any], dict[str, str], dict[str, float]]:
+    """``n`` proposals of ``sampler`` (for its settings) from the complete trials.
+
+    Returns:
+        ``(U (n, d) unit-cube points, notes, fast paths off -> why, timing)``.
+    """
+    import torch
+
+    from ecopt.samplers import _acquisition, _models
+    from ecopt.samplers._botorch_compat import UNAVAILABLE
+    from ecopt.samplers._optimize import Settings, optimize
+
+    enc = encoding(space)
+    data = training_data(space, complete, sampler.objectives, sampler.constraints)
+    M = len(sampler.objectives)
+    infeasible = [r for r in records if r.state is TrialState.INFEASIBLE]
+    kind = "mixed" if enc.cat else "single"
+    warm = _models.warm_state(records, kind) if sampler.warm_start else None
+    cold_check = sampler.cold_refit_every > 0 and data.U.shape[0] % sampler.cold_refit_every == 0
+    seed = int(sampler.seed or 0)
+    dtype = torch.double
+    choice = _acquisition.choose(M, sampler.log_hvi, sampler.alpha, sampler.parego_from)
+    fit_kw: dict[str, Any] = {"cat_dims": sorted(enc.cat), "warm": warm,
+                              "cold_check": cold_check, "warm_ftol": sampler.warm_ftol,
+                              "cold_ftol": sampler.cold_ftol,
+                              "closed_form": "closed_form_fit" not in UNAVAILABLE,
+                              "lengthscale_prior": sampler.lengthscale_prior}
+    off = {k: v for k, v in UNAVAILABLE.items() if k == "closed_form_fit"}
+    settings = Settings(sampler.num_restarts, sampler.raw_samples, sampler.maxiter,
+                        sampler.sample_around_best, sampler.allow_repeats)
+    rng_seed = seed * 1_000_003 + len(records) + len(pending)
+    with one_thread(rng_seed):
+        t0, c0 = time.perf_counter(), time.process_time()
+        X = torch.tensor(to_model(data.U, enc), dtype=dtype)
+        Yvar = None if data.Yvar is None else torch.tensor(data.Yvar, dtype=dtype)
+        fitted = _models.fit_outputs(X, torch.tensor(data.Y, dtype=dtype), Yvar,
+                                     names=data.names, **fit_kw)
+        off.update(fitted.fast_path_off)
+        gp_state = fitted.states
+        model, public = fitted.model, fitted.public()
+        stacked = model is not public
+        constraints = _acquisition.outcome_constraints(
+            sampler.constraints, M, data.Y.shape[1] if infeasible else None)
+        if infeasible:
+            from botorch.models import ModelListGP
+
+            ok = [r for r in records if r.state is TrialState.COMPLETE]
+            Uf = np.array([space.encode(r.params) for r in ok + infeasible])
+            yf = np.array([1.0] * len(ok) + [-1.0] * len(infeasible)).reshape(-1, 1)
+            feas = _models.fit_outputs(torch.tensor(to_model(Uf, enc), dtype=dtype),
+                                       torch.tensor(yf, dtype=dtype), None,
+                                       names=[FEASIBLE], **fit_kw)
+            off.update(feas.fast_path_off)
+            gp_state.update(feas.states)
+            model = ModelListGP(model, feas.model)
+            public = ModelListGP(*fitted.models, feas.model)
+        t_fit, c_fit = time.perf_counter() - t0, time.process_time() - c0
+
+        t1, c1 = time.perf_counter(), time.process_time()
+        X_pending = None
+        if pending:
+            Up = np.array([space.encode(p) for p in pending])
+            X_pending = torch.tensor(to_model(Up, enc), dtype=dtype)
+        mc = _acquisition.mc_samples(M, sampler.mc_samples)
+        args = (X, data.ref, M, constraints, X_pending, mc, seed + len(records), choice)
+        try:
+            acq = _acquisition.build(model, *args, fast=True,
+                                     dense_posterior=sampler.dense_posterior)
+            off.update(acq.fast_path_off)
+            U, how = optimize(acq.acqf, space, enc, records, pending, n, settings)
+        except Exception as exc:  # noqa: BLE001 - any failure: BoTorch's public path
+            why = f"failed in this proposal: {_why(exc)}"
+            used = _acquisition.fast_paths(choice, M, sampler.dense_posterior and stacked)
+            off.update({k: why for k in used + ["stacked_model"] * stacked if k not in off})
+            torch.manual_seed(rng_seed)
+            acq = _acquisition.build(public, *args, fast=False)
+            U, how = optimize(acq.acqf, space, enc, records, pending, n, settings)
+        t_opt, c_opt = time.perf_counter() - t1, time.process_time() - c1
+    timing = {"fit_s": t_fit, "acqf_s": t_opt, "fit_cpu_s": c_fit, "acqf_cpu_s": c_opt}
+    info = {"ref_point": [o.sign * r for o, r in zip(sampler.objectives, data.ref)],
+            "ref_point_inferred": data.ref_inferred,
+            "n_observations": int(X.shape[0]), "n_infeasible": len(infeasible),
+            "fit_s": round(t_fit, 4), "acqf_s": round(t_opt, 4),
+            "observed_noise": data.noisy, **choice.notes(), "mc_samples": mc, **how,
+            "gp_state": {"kind": kind, "dim": int(space.dim), "params": gp_state}}
+    return U, info, off, timing
