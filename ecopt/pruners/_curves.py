@@ -1,0 +1,128 @@
+"""Objective vectors from learning curves: what both pruners read from the reports.
+
+A report (:class:`~ecopt.trial.Intermediate`) holds the metrics a trial could
+observe at a step plus the joules it had spent by then. A pruner compares
+trials in *maximisation form* (``min`` objectives negated), one value per
+study objective. The study's energy objective, when it has one, may be left
+out of the reports: ecopt knows the energy spent so far and fills it in.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from ecopt.objective import Objective
+    from ecopt.trial import Intermediate, TrialRecord
+
+__all__ = ["ObjectiveView", "resolve_energy_objective", "ENERGY_NAMES"]
+
+#: Objective names ``energy_objective="auto"`` takes for the trial's own energy.
+ENERGY_NAMES = ("energy_j",)
+
+
+def resolve_energy_objective(objectives: Sequence[Objective], spec: str | None) -> str | None:
+    """The name of the objective that is the trial's energy, or ``None``.
+
+    Args:
+        objectives: The study's objectives.
+        spec: ``"auto"`` (an objective named ``energy_j``), an objective name,
+            or ``None`` (no objective is the trial's energy).
+
+    Raises:
+        ValueError: for a name that is not one of the objectives.
+    """
+    names = [o.name for o in objectives]
+    if spec is None:
+        return None
+    if spec == "auto":
+        return next((n for n in names if n in ENERGY_NAMES), None)
+    if spec not in names:
+        raise ValueError(f"energy_objective must be 'auto', None or one of the study's "
+                         f"objectives {names}, got {spec!r}")
+    return spec
+
+
+@dataclass(frozen=True)
+class ObjectiveView:
+    """How a pruner reads objective values from reports and records.
+
+    Attributes:
+        names: Objective names, in the study's order.
+        signs: ``+1`` for ``max``, ``-1`` for ``min`` (multiply to maximise).
+        energy: The objective that is the trial's energy (filled in from the
+            report's ``energy_j`` when the trial did not report it), or ``None``.
+    """
+
+    names: tuple[str, ...]
+    signs: np.ndarray
+    energy: str | None
+
+    @classmethod
+    def of(cls, objectives: Sequence[Objective], energy_spec: str | None) -> ObjectiveView:
+        return cls(tuple(o.name for o in objectives),
+                   np.array([1.0 if o.direction == "max" else -1.0 for o in objectives]),
+                   resolve_energy_objective(objectives, energy_spec))
+
+    @property
+    def m(self) -> int:
+        return len(self.names)
+
+    def raw(self, point: Intermediate) -> np.ndarray:
+        """The objective values of one report in their own units (NaN where missing)."""
+        out = np.full(self.m, np.nan)
+        for j, name in enumerate(self.names):
+            v = point.values.get(name)
+            if v is None and name == self.energy:
+                v = point.energy_j
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+                out[j] = float(v)
+        return out
+
+    def point(self, point: Intermediate) -> np.ndarray | None:
+        """One report in maximisation form, or ``None`` when an objective is missing."""
+        y = self.raw(point)
+        return None if np.isnan(y).any() else y * self.signs
+
+    def curve(self, points: Sequence[Intermediate]) -> tuple[np.ndarray, np.ndarray]:
+        """``(steps (n,), values (n, M))`` of a learning curve, raw units, NaN where missing."""
+        steps = np.array([p.step for p in points], dtype=float)
+        Y = np.array([self.raw(p) for p in points]).reshape(len(points), self.m)
+        return steps, Y
+
+    def final(self, record: TrialRecord) -> np.ndarray | None:
+        """A complete trial's final objective values in raw units (``None`` if one is missing)."""
+        out = np.full(self.m, np.nan)
+        for j, name in enumerate(self.names):
+            v = record.values.get(name)
+            if v is None and name == self.energy and record.phases:
+                v = record.energy_j
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+                out[j] = float(v)
+        return None if np.isnan(out).any() else out
+
+
+def first_at_or_after(points: Sequence[Intermediate], step: float) -> Intermediate | None:
+    """The first report at ``step`` or later (the value a trial had on reaching a rung)."""
+    for p in points:
+        if p.step >= step:
+            return p
+    return None
+
+
+def complete_with_curves(history: Sequence[TrialRecord]) -> list[TrialRecord]:
+    """Complete trials that reported a learning curve."""
+    from ecopt.trial import TrialState
+
+    return [r for r in history if r.state is TrialState.COMPLETE and r.intermediate]
+
+
+def last_step_of_complete(history: Sequence[TrialRecord]) -> int | None:
+    """The largest last reported step of any complete trial (the full length), or ``None``."""
+    steps = [r.intermediate[-1].step for r in complete_with_curves(history)]
+    return max(steps) if steps else None
