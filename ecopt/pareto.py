@@ -227,7 +227,7 @@ def nondominated_ranks(Y: Sequence[Sequence[float]] | np.ndarray,
 
 
 def hypervolume_contributions(Y: Sequence[Sequence[float]] | np.ndarray,
-                              ref_point: Sequence[float],
+                              ref_point: Sequence[float] | np.ndarray,
                               directions: Sequence[str] | None = None) -> np.ndarray:
     """Each row's exclusive hypervolume: what the set loses without that row.
 

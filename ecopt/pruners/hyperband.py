@@ -164,7 +164,7 @@ class HyperbandPruner(Pruner):
 
     def rungs(self, bracket: int, max_resource: int) -> list[int]:
         """Rung resources (steps) of a bracket, ascending, each below ``max_resource``."""
-        out = []
+        out: list[int] = []
         k = 0
         while True:
             r = self.min_resource * self.reduction_factor ** (bracket + k)
