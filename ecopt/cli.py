@@ -28,6 +28,7 @@ _HANDLERS: dict[str, tuple[str, str]] = {
     "compare": ("ecopt.report.cli", "compare_main"),
     "show": ("ecopt.report.cli", "show_main"),
     "profile": ("ecopt.data.profiler", "cli_main"),
+    "repair": ("ecopt.storage", "repair_main"),
 }
 
 
@@ -86,6 +87,16 @@ def _add_reports(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("show", help="terminal summary of a study directory")
     p.add_argument("run_dir", help="study directory")
 
+    for name in ("report", "plot", "compare", "show"):
+        sub.choices[name].add_argument(
+            "--strict", action="store_true",
+            help="exit 1 when the output was written but there were warnings (default: 0)")
+
+
+def _add_repair(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("repair", help="rebuild a lost study.json from the copy in running.jsonl")
+    p.add_argument("run_dir", help="study directory")
+
 
 def _add_profile(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("profile", help="diagnose an input pipeline's bottleneck (Plumber-style)")
@@ -108,7 +119,7 @@ def _add_profile(sub: argparse._SubParsersAction) -> None:
 
 
 _REGISTRARS: list[Callable[[argparse._SubParsersAction], None]] = [
-    _add_quickstart, _add_meters, _add_reports, _add_profile,
+    _add_quickstart, _add_meters, _add_reports, _add_profile, _add_repair,
 ]
 
 
@@ -140,6 +151,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (EcoptError, ValueError, FileNotFoundError, NotADirectoryError) as exc:
         print(f"ecopt {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `ecopt ... | head`: the reader has what it wanted
+        try:
+            import os
+
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return 0
     except KeyboardInterrupt:
         print(f"ecopt {args.command}: interrupted; the study log is intact", file=sys.stderr)
         return 130

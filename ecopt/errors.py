@@ -11,6 +11,24 @@ class StudyLockedError(EcoptError):
     """Another process holds the study directory open for writing."""
 
 
+class StorageError(EcoptError):
+    """A line of the trial log could not be saved (disk full, I/O error).
+
+    Nothing already in the log is lost, and the line that failed is not half
+    written; the operation that raised (``tell()``, ``optimize()``) did not
+    save its trial. Free space and re-open the study to resume.
+    """
+
+
+class MissingSpecError(EcoptError):
+    """A study directory holds trials but its ``study.json`` is gone.
+
+    Restore the file, run ``ecopt repair DIR`` (rebuilds it from the copy kept
+    in ``running.jsonl``), or pass ``overwrite=True`` to start afresh (the old
+    files are moved aside, never deleted).
+    """
+
+
 class SpecMismatchError(EcoptError):
     """A study directory was re-opened with a different space, objectives or constraints."""
 

@@ -168,7 +168,8 @@ def _hv_rec(P: np.ndarray, r: np.ndarray) -> float:
         if depth <= 0:
             continue
         sl = P[: k + 1, :-1]
-        sl = sl[non_dominated(sl)]
+        if sl.shape[1] > 2:  # the 2-D sweep skips dominated points by itself
+            sl = sl[non_dominated(sl)]
         hv += depth * _hv_rec(sl, r[:-1])
     return float(hv)
 

@@ -193,6 +193,10 @@ class Int(Parameter):
             raise ValueError(
                 f"low < high must hold, got low={self.low}, high={self.high}"
             )
+        for what, v in (("low", self.low), ("high", self.high)):
+            if abs(int(v)) > 2**53:  # the unit-cube encoding is float64: larger ints round
+                raise ValueError(f"|{what}| <= 2**53 must hold (integers beyond it lose "
+                                 f"precision in the sampler's float64 encoding), got {what}={v}")
         if self.step < 1:
             raise ValueError(f"step >= 1 must hold, got step={self.step}")
         if self.log and self.low <= 0:

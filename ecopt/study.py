@@ -24,13 +24,13 @@ import numpy as np
 
 from ecopt import pareto
 from ecopt._version import __version__
-from ecopt.errors import EcoptError, SpecMismatchError, TrialPruned
+from ecopt.errors import EcoptError, MissingSpecError, SpecMismatchError, TrialPruned
 from ecopt.executors import Executor, get_executor
 from ecopt.meters import Meter, get_meter
 from ecopt.objective import Constraint, Objective, validate_objectives
 from ecopt.samplers import Proposal, Sampler, get_sampler
 from ecopt.space import SearchSpace
-from ecopt.storage import StudyStorage
+from ecopt.storage import RUNNING_FILE, STUDY_FILE, TRIALS_FILE, StudyStorage
 from ecopt._search import meter_proposal, search_energy_j, split_search
 from ecopt.pruners import Pruner, get_pruner
 from ecopt.trial import (
@@ -117,8 +117,9 @@ class Study:
         objectives = list(objectives) if not isinstance(objectives, Objective) else objectives
         constraints = list(constraints)
         validate_objectives(objectives, constraints)  # type: ignore[arg-type]
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
-            raise ValueError(f"seed must be an integer or None, got {seed!r}")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))
+                                 or not 0 <= seed < 2**63):
+            raise ValueError(f"seed must be an integer in [0, 2**63) or None, got {seed!r}")
         self.space = space
         self.objectives: list[Objective] = list(objectives)  # type: ignore[arg-type]
         self.constraints: list[Constraint] = constraints
@@ -130,6 +131,7 @@ class Study:
         self._storage: StudyStorage | None = None
         self.spec: dict[str, Any] = dict(_spec or {})
         self._stop_requested = False
+        self._optimizing = False
         #: Why the last :meth:`optimize` call stopped proposing (``None`` before one ran).
         self.stop_reason: str | None = None
         # Joules of every proposal this object made, and each proposed trial's share.
@@ -153,8 +155,9 @@ class Study:
         self.name = name or (Path(storage).name if storage is not None else "study")
 
         if storage is not None:
-            self._storage = StudyStorage(storage, writable=True)
+            self._storage = StudyStorage(storage, writable=True, on_handover=self._hand_over)
             try:
+                self._refuse_if_orphans()
                 self._open_storage(overwrite)
             except BaseException:
                 self._storage.close()
@@ -192,11 +195,34 @@ class Study:
             "ecopt_version": __version__,
         }
 
+    def _refuse_if_orphans(self) -> None:
+        from ecopt.errors import StudyLockedError
+        from ecopt.executors.orphans import wait_for_orphans
+
+        assert self._storage is not None
+        alive = wait_for_orphans(self._storage.path)
+        if alive:
+            raise StudyLockedError(
+                f"worker processes {alive} started for {str(self._storage.path)!r} by an earlier "
+                "run are still running trials (their driver was killed); opening the study now "
+                "would run new trials beside them (two trials on one GPU). Wait for them, or "
+                f"stop them (kill {' '.join(map(str, alive))}), then open it again")
+
     def _open_storage(self, overwrite: bool) -> None:
         from ecopt.host import host_facts
 
         st = self._storage
         assert st is not None
+        if not st.exists() and st.has_trials():
+            if not overwrite:
+                raise MissingSpecError(
+                    f"{str(st.path)!r} holds trials ({TRIALS_FILE} / {RUNNING_FILE}) but its "
+                    f"{STUDY_FILE} is missing, so ecopt cannot tell which study they belong to. "
+                    f"Restore {STUDY_FILE} from a backup, or run `ecopt repair {st.path}` to "
+                    "rebuild it from the copy kept in running.jsonl, or pass overwrite=True to "
+                    "start afresh (the old files are moved to a replaced-<time>/ folder, never "
+                    "deleted)")
+            self._move_aside(st.path)
         if st.exists():
             old = st.read_spec()
             old_core = {k: old.get(k) for k in ("space", "objectives", "constraints")}
@@ -239,7 +265,14 @@ class Study:
     def _move_aside(path: Path) -> None:
         stamp = _dt.datetime.now().strftime("%Y%m%dT%H%M%S")
         dest = path / f"replaced-{stamp}"
-        dest.mkdir(exist_ok=True)
+        k = 1
+        while True:  # a unique folder: two overwrites in one second keep both studies
+            try:
+                dest.mkdir()
+                break
+            except FileExistsError:
+                k += 1
+                dest = path / f"replaced-{stamp}-{k}"
         for f in ("study.json", "trials.jsonl", "running.jsonl"):
             if (path / f).exists():
                 shutil.move(str(path / f), str(dest / f))
@@ -332,6 +365,18 @@ class Study:
         if self.readonly:
             raise EcoptError("this study was opened read-only with load_study(); open it with "
                              "ecopt.Study(..., storage=dir) to add trials")
+        if self._storage is not None and self._storage.handed_over:
+            raise EcoptError(
+                f"this Study object was replaced: a newer ecopt.Study(...) in this process "
+                f"opened {str(self.path)!r} again and writes to it now; use that one (this "
+                "one can still be read)")
+
+    def _hand_over(self) -> bool:
+        """A newer Study in this process opens our directory: agree unless trials are running."""
+        if self._optimizing:
+            return False
+        self._running.clear()  # they are in running.jsonl: the new owner records them
+        return True
 
     @overload
     def ask(self, n: None = None, params: Mapping[str, Any] | None = None) -> Trial: ...
@@ -369,8 +414,13 @@ class Study:
             pending = [t.params for t in self._running.values()]
             sampler = self.sampler
             got, search, energy = meter_proposal(
-                self.meter, lambda: sampler.propose(self.space, self.records, pending, k))
+                self.meter, lambda: list(sampler.propose(self.space, self.records, pending, k)))
             self._proposal_energy_j += energy
+            if len(got) > k:
+                warnings.warn(f"sampler {self.sampler.name!r} returned {len(got)} proposals "
+                              f"for n={k}; the extra ones are dropped", RuntimeWarning,
+                              stacklevel=2)
+                got = got[:k]
             proposals = [p if isinstance(p, Proposal) else Proposal(dict(p), self.sampler.name, {})
                          for p in got]
             share = split_search(search, len(proposals)) if proposals else search
@@ -503,9 +553,11 @@ class Study:
                                        dict(live.noise), dict(live.user_attrs), live.started_at,
                                        live.duration_s(), intermediate=tuple(live.intermediate))
         record = self._record_from(live, outcome, state)
-        del self._running[number]
         if self._storage is not None:
+            # On disk first: if this raises (disk full), the trial stays running
+            # here and tell() can be called again once there is room.
             self._storage.append_record(record)
+        del self._running[number]
         self._records.append(record)
         if record.state is not TrialState.COMPLETE:
             assert record.error is not None
@@ -667,6 +719,7 @@ class Study:
         owns_executor = not isinstance(executor, Executor)
         try:
             ex.check_objective(objective)  # an unpicklable objective fails before any trial
+            ex.attach(self.path)
         except BaseException:
             if owns_executor:
                 ex.close()
@@ -678,9 +731,11 @@ class Study:
         loop = OptimizeLoop(self, objective, n_trials, batch_size, ex, timeout_s, progress,
                             asynchronous, callbacks, energy_budget_j=energy_budget_j)
         started_at = _now_iso()
+        self._optimizing = True
         try:
             done = loop.run()
         finally:
+            self._optimizing = False
             self.stop_reason = loop.stop_reason
             self._stop_requested = False
             progress.close()

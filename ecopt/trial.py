@@ -276,28 +276,82 @@ class TrialRecord:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> TrialRecord:
+        """A record from its JSON object, checked field by field.
+
+        Raises:
+            ValueError: naming the first field that does not fit the record
+                schema (wrong type, a state that is not a finished one...).
+        """
+        if not isinstance(d, Mapping):
+            raise ValueError(f"a record is a JSON object, got {type(d).__name__}")
+        number = d.get("number")
+        if isinstance(number, bool) or not isinstance(number, int) or number < 0:
+            raise ValueError(f"'number' must be an integer >= 0, got {number!r}")
+        state = d.get("state")
+        finished = [st.value for st in TrialState if st is not TrialState.RUNNING]
+        if state not in finished:
+            raise ValueError(f"'state' must be one of {finished}, got {state!r}")
+        params = _field(d, "params", dict, {})
+        for k, v in params.items():
+            if not isinstance(v, (str, int, float, bool)):
+                raise ValueError(f"param {k!r} must be a number, string or bool, got {v!r}")
         err = d.get("error")
+        if err is not None and not (isinstance(err, Mapping) and all(
+                isinstance(err.get(k, ""), str) for k in ("type", "message", "traceback"))):
+            raise ValueError(f"'error' must be null or {{type, message, traceback}} strings, "
+                             f"got {err!r}")
+        phases = _field(d, "phases", dict, {})
+        curve = _field(d, "intermediate", list, [])
+        try:
+            phase_records = {str(k): PhaseRecord.from_dict(str(k), p) for k, p in phases.items()}
+            points = tuple(Intermediate.from_dict(i) for i in curve)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ValueError(f"'phases' or 'intermediate' is malformed: {exc}") from None
         return cls(
-            number=int(d["number"]),
-            state=TrialState(d["state"]),
-            params=dict(d.get("params", {})),
-            values={k: float(v) for k, v in (d.get("values") or {}).items()},
-            metrics={k: float(v) for k, v in (d.get("metrics") or {}).items()},
-            feasible=bool(d.get("feasible", True)),
-            phases={k: PhaseRecord.from_dict(k, p) for k, p in (d.get("phases") or {}).items()},
-            started_at=str(d.get("started_at", "")),
-            duration_s=float(d.get("duration_s", 0.0)),
-            proposed_by=str(d.get("proposed_by", "user")),
-            proposal=dict(d.get("proposal") or {}),
+            number=number,
+            state=TrialState(state),
+            params=dict(params),
+            values=_numbers(d, "values"),
+            metrics=_numbers(d, "metrics"),
+            feasible=_field(d, "feasible", bool, True),
+            phases=phase_records,
+            started_at=_field(d, "started_at", str, ""),
+            duration_s=_number(d.get("duration_s", 0.0), "duration_s"),
+            proposed_by=_field(d, "proposed_by", str, "user"),
+            proposal=dict(_field(d, "proposal", dict, {})),
             error=ErrorInfo(str(err.get("type", "")), str(err.get("message", "")),
                             str(err.get("traceback", ""))) if err else None,
-            host=str(d.get("host", "")),
-            worker=str(d.get("worker", "")),
-            device=str(d.get("device", "")),
-            noise={k: float(v) for k, v in (d.get("noise") or {}).items()},
-            user_attrs=dict(d.get("user_attrs") or {}),
-            intermediate=tuple(Intermediate.from_dict(i) for i in (d.get("intermediate") or ())),
+            host=_field(d, "host", str, ""),
+            worker=_field(d, "worker", str, ""),
+            device=_field(d, "device", str, ""),
+            noise=_numbers(d, "noise"),
+            user_attrs=dict(_field(d, "user_attrs", dict, {})),
+            intermediate=points,
         )
+
+
+def _field(d: Mapping[str, Any], key: str, kind: type, default: Any) -> Any:
+    """``d[key]`` when it has type ``kind`` (``null`` and absence give ``default``)."""
+    v = d.get(key)
+    if v is None:
+        return default
+    if not isinstance(v, kind) or (kind is not bool and isinstance(v, bool)):
+        raise ValueError(f"{key!r} must be a {kind.__name__}, got {v!r}")
+    return v
+
+
+def _number(v: Any, what: str) -> float:
+    # Non-finite floats are stored as strings ("nan", "inf") to keep strict JSON.
+    if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+        raise ValueError(f"{what} must be a number, got {v!r}")
+    try:
+        return float(v)
+    except ValueError:
+        raise ValueError(f"{what} must be a number, got {v!r}") from None
+
+
+def _numbers(d: Mapping[str, Any], key: str) -> dict[str, float]:
+    return {str(k): _number(v, f"{key}[{k!r}]") for k, v in _field(d, key, dict, {}).items()}
 
 
 class Trial:
@@ -689,20 +743,30 @@ def interrupted_record(number: int, started: Mapping[str, Any],
     phases: dict[str, PhaseRecord] = {}
     for line in reports:
         try:
-            curve.append(Intermediate.from_dict(line["report"]))
-            phases = {k: PhaseRecord.from_dict(k, v) for k, v in dict(line.get("phases") or {}).items()}
-        except (KeyError, TypeError, ValueError):
+            point = Intermediate.from_dict(line["report"])
+            snapshot = {str(k): PhaseRecord.from_dict(str(k), v)
+                        for k, v in dict(line.get("phases") or {}).items()}
+        except (KeyError, TypeError, ValueError, AttributeError):
             continue  # a damaged report line: the curve keeps the others
+        curve.append(point)
+        phases = snapshot
     known = f"; its {len(curve)} intermediate report(s) and the energy measured up to the " \
         "last one are kept" if curve else ""
+
+    def get(key: str, kind: type, default: Any) -> Any:  # a damaged start line: keep what fits
+        v = started.get(key) if isinstance(started, Mapping) else None
+        return v if isinstance(v, kind) else default
+
+    params = {str(k): v for k, v in get("params", dict, {}).items()
+              if isinstance(v, (str, int, float, bool))}
     return TrialRecord(
         number=number,
         state=TrialState.FAILED,
-        params=dict(started.get("params") or {}),
+        params=params,
         phases=phases,
-        started_at=str(started.get("started_at", "")),
-        proposed_by=str(started.get("proposed_by", "user")),
-        proposal=dict(started.get("proposal") or {}),
+        started_at=get("started_at", str, ""),
+        proposed_by=get("proposed_by", str, "user"),
+        proposal=dict(get("proposal", dict, {})),
         error=ErrorInfo("Interrupted", "the process running this trial stopped before it "
                         f"finished (killed or crashed); recorded on resume{known}"),
         intermediate=tuple(curve),

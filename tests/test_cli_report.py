@@ -99,14 +99,16 @@ def test_compare_with_not_a_study(run, tmp_path, capsys):
 def test_empty_study(tmp_path, capsys):
     path = make(tmp_path / "empty", n=0)
     out = tmp_path / "r.html"
-    assert main(["report", str(path), "--out", str(out)]) == 1
+    assert main(["report", str(path), "--out", str(out)]) == 0
     err = capsys.readouterr().err
     assert "warning: the study has no finished trials yet" in err
     assert out.is_file()  # the spec is still shown
-    assert main(["show", str(path)]) == 1
+    assert main(["show", str(path)]) == 0
     o = capsys.readouterr()
+    assert main(["show", str(path), "--strict"]) == 1  # warnings count as failure on demand
+    assert "warning: the study has no finished trials yet" in capsys.readouterr().err
     assert "trials: 0 finished" in o.out and "objectives: accuracy [max]" in o.out
-    assert main(["plot", str(path), "-o", str(tmp_path / "f.png")]) == 1
+    assert main(["plot", str(path), "-o", str(tmp_path / "f.png")]) == 2
     assert "nothing to plot" in capsys.readouterr().err
     assert not (tmp_path / "f.png").exists()
 
@@ -118,18 +120,18 @@ def test_only_failed_trials(tmp_path, capsys):
         raise ValueError(f"bad lr {trial['x']:.2f}")
 
     path = make(tmp_path / "failed", n=3, fn=boom)
-    assert main(["show", str(path)]) == 1
+    assert main(["show", str(path)]) == 0
     o = capsys.readouterr()
     assert "3 failed" in o.out and "ValueError: bad lr" in o.out
     assert "no trial completed within the constraints" in o.err and "Traceback" not in o.err
-    assert main(["report", str(path), "--out", str(tmp_path / "r.html")]) == 1
+    assert main(["report", str(path), "--out", str(tmp_path / "r.html")]) == 0
     assert "bad lr" in (tmp_path / "r.html").read_text()
     capsys.readouterr()
-    assert main(["plot", str(path), "-o", str(tmp_path / "f.png")]) == 1
+    assert main(["plot", str(path), "-o", str(tmp_path / "f.png")]) == 2
     assert "nothing to plot" in capsys.readouterr().err
     # Failed trials still have energy and duration: that plot is drawn (with the warning).
     assert main(["plot", str(path), "--x", "duration_s", "--y", "energy_j",
-                 "-o", str(tmp_path / "g.png")]) == 1
+                 "-o", str(tmp_path / "g.png")]) == 0
     assert (tmp_path / "g.png").is_file() and not (tmp_path / "f.png").exists()
 
 
@@ -142,10 +144,10 @@ def test_torn_last_line(run, tmp_path, capsys):
         f.write(b'{"number": 99, "sta')
     rc = main(["report", str(dst)])
     o = capsys.readouterr()
-    assert rc == 1 and "torn last line" in o.err and "Traceback" not in o.err
+    assert rc == 0 and "torn last line" in o.err and "Traceback" not in o.err
     page = (dst / "report.html").read_text()
     assert "torn last line" in page and "Pareto front" in page
-    assert main(["show", str(dst)]) == 1
+    assert main(["show", str(dst)]) == 0
     assert "Pareto front" in capsys.readouterr().out
 
 
@@ -207,7 +209,7 @@ def test_hand_edited_log_and_unreadable_log(run, tmp_path, capsys):
     (dst / "trials.jsonl").write_text("\n".join([json.dumps(first)] + lines[1:]) + "\n")
     rc = main(["report", str(dst)])
     err = capsys.readouterr().err
-    assert rc == 1 and "is marked complete but objective(s) ['accuracy', 'samples_per_joule']" in err
+    assert rc == 0 and "is marked complete but objective(s) ['accuracy', 'samples_per_joule']" in err
     assert "Traceback" not in err and (dst / "report.html").is_file()
 
     broken = tmp_path / "broken"

@@ -184,7 +184,11 @@ def test_lifecycle_energy(study2):
 
 def test_phase_energy_and_provenance(study2):
     data = build_report(study2)
-    assert data.phases == ("train", "inference")
+    # Trials that fail before opening a phase are metered as one "trial" phase: their
+    # energy counts in the search's total.
+    assert data.phases == ("train", "inference", "trial")
+    failed = [r for r in data.records if r.state.value == "failed"]
+    assert failed and all(list(r.phases) == ["trial"] for r in failed)
     assert {(pe.trial, pe.phase) for pe in data.phase_energy} == \
         {(n, ph) for n in data.front for ph in ("train", "inference")}
     for pe in data.phase_energy:

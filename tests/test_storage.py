@@ -102,11 +102,17 @@ def test_second_writer_gets_a_clear_error(run_dir):
     _study(run_dir).close()  # the lock is free again
 
 
-def test_in_process_second_writer_is_locked(run_dir):
+def test_in_process_second_writer_takes_over_and_the_first_says_so(run_dir):
     s = _study(run_dir)
-    with pytest.raises(StudyLockedError):
-        StudyStorage(run_dir)
-    s.close()
+    s.optimize(_f, n_trials=1)
+    s2 = _study(run_dir)  # a notebook cell run again
+    assert [r.number for r in s2.records] == [0]
+    with pytest.raises(ecopt.EcoptError, match="replaced: a newer ecopt.Study"):
+        s.ask()
+    assert len(s.records) == 1  # still readable
+    s2.optimize(_f, n_trials=1)
+    assert [r.number for r in ecopt.load_study(run_dir).records] == [0, 1]
+    s2.close()
 
 
 def test_not_a_study(tmp_path):

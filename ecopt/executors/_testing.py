@@ -20,7 +20,7 @@ from ecopt.pruners.base import Decision, Pruner
 from ecopt.trial import Trial
 
 __all__ = ["zdt1", "quick", "Sleepy", "VariableSleep", "ZDT1Sleep", "Leader", "PidThenSleep", "Suicide",
-           "report_env", "pending_seen", "Curve", "OddTrialsPruner"]
+           "report_env", "pending_seen", "Curve", "OddTrialsPruner", "SleepByNumber"]
 
 
 def zdt1(x: float, y: float) -> dict[str, float]:
@@ -227,3 +227,15 @@ class OddTrialsPruner(Pruner):
             return Decision(True, f"odd trial at step {step} (saw {len(history)} finished)",
                             {"step": step})
         return Decision(False)
+
+
+class SleepByNumber:
+    """ZDT1 after a ``work`` phase that sleeps ``durations[trial.number]`` (else ``default_s``)."""
+
+    def __init__(self, durations: dict[int, float], default_s: float = 0.1) -> None:
+        self.durations = dict(durations)
+        self.default_s = default_s
+
+    def __call__(self, trial: Trial) -> dict[str, float]:
+        _work(trial, self.durations.get(trial.number, self.default_s), False)
+        return zdt1(float(trial["x"]), float(trial["y"]))

@@ -24,6 +24,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from ecopt.errors import ExecutorLostError
@@ -133,6 +134,15 @@ class Executor(ABC):
         Trial-level faults (worker died, timeout) resolve to an outcome with an
         error. A future that raises :class:`ExecutorLostError` means the whole
         executor is gone; any other exception fails that trial only.
+        """
+
+    def attach(self, study_dir: Path | None) -> None:
+        """Called by the study before its trials are submitted.
+
+        Executors that start local worker processes list them in
+        ``<study_dir>/.workers`` (see :mod:`ecopt.executors.orphans`), so a
+        later open of the study can refuse while orphans of a killed driver
+        still run trials. The default does nothing.
         """
 
     def check_objective(self, objective: Callable[[Trial], Any]) -> None:

@@ -30,6 +30,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ecopt.executors.base import (
@@ -41,6 +42,7 @@ from ecopt.executors.base import (
     fault_outcome,
     objective_name,
 )
+from ecopt.executors.orphans import die_with_parent, record_worker
 from ecopt.trial import ErrorInfo, Trial, TrialOutcome
 
 __all__ = ["ProcessExecutor"]
@@ -52,8 +54,11 @@ log = logging.getLogger("ecopt")
 _STARTED = b"S"
 
 
-def _worker_main(conn: Any, device: str | None = None, meter: str | None = None) -> None:
+def _worker_main(conn: Any, device: str | None = None, meter: str | None = None,
+                 parent_pid: int | None = None) -> None:
     """Loop in a worker process: receive a pickled (objective, trial), send its outcome back."""
+    if parent_pid is not None:  # never outlive the driver (no orphan keeps running a trial)
+        die_with_parent(parent_pid)
     if device is not None:  # before any trial can initialise CUDA
         os.environ["CUDA_VISIBLE_DEVICES"] = device
     # The driver handles Ctrl-C; a worker must not die of the terminal's SIGINT mid-trial.
@@ -187,8 +192,16 @@ class ProcessExecutor(Executor):
         self._wake_r, self._wake_w = self._ctx.Pipe(duplex=False)
         self._closed = False
         self._thread: threading.Thread | None = None
+        self._study_dir: Path | None = None
 
     # -- driver side -----------------------------------------------------------
+    def attach(self, study_dir: Path | None) -> None:
+        self._study_dir = study_dir
+        if study_dir is not None:
+            with self._lock:
+                for w in self._workers:
+                    record_worker(study_dir, w.process.pid)
+
     def check_objective(self, objective: Callable[[Trial], Any]) -> None:
         name = objective_name(objective)
         try:
@@ -264,9 +277,12 @@ class ProcessExecutor(Executor):
             device = next(g for g in self.gpus if g not in taken)
         parent, child = self._ctx.Pipe(duplex=True)
         proc = self._ctx.Process(  # type: ignore[attr-defined]
-            target=_worker_main, args=(child, device, self.worker_meter), daemon=True, name="ecopt-trial-worker")
+            target=_worker_main, args=(child, device, self.worker_meter, os.getpid()), daemon=True,
+            name="ecopt-trial-worker")
         proc.start()
         child.close()
+        if self._study_dir is not None:
+            record_worker(self._study_dir, proc.pid)
         w = _Worker(proc, parent, device=device)
         self._workers.append(w)
         return w

@@ -2,13 +2,15 @@
 
 Exit statuses (every handler):
 
-* ``0``: done, nothing to complain about;
-* ``1``: output written / printed, but something could not be shown (skipped
-  log lines, no complete trial, an unusable ``--baseline``...); each problem is
+* ``0``: the output was written / printed. Anything that could not be shown
+  (skipped log lines, no complete trial, an unusable ``--baseline``...) is
   printed as ``ecopt CMD: warning: ...`` on stderr;
-* ``2``: nothing could be produced (not a study, unknown metric, unwritable
-  output); the message says why. Raised errors are turned into that one line
-  by :func:`ecopt.cli.main`.
+* ``1``: only with ``--strict``: output written, but there were such warnings;
+* ``2``: nothing could be produced (not a study, unknown metric, nothing to
+  plot, unwritable output); the message says why. Raised errors are turned
+  into that one line by :func:`ecopt.cli.main`.
+
+A closed pipe (``ecopt show DIR | head``) ends the command quietly.
 
 Strings from a study directory are printed with control characters escaped,
 so a crafted log cannot drive the terminal.
@@ -23,6 +25,7 @@ import os
 import re
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from ecopt.errors import EcoptError
@@ -59,6 +62,15 @@ def _table(head: Sequence[str], rows: Sequence[Sequence[Any]], indent: str = "  
     return "\n".join(lines)
 
 
+def _quiet_stdout() -> None:
+    """The reader went away (``| head``): point stdout at /dev/null so exit stays silent."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
 def _guarded(cmd: str) -> Callable[[Callable[[argparse.Namespace], int]],
                                     Callable[[argparse.Namespace], int]]:
     """Turn an unexpected exception into one line and exit status 2 (``ECOPT_DEBUG=1``
@@ -69,6 +81,9 @@ def _guarded(cmd: str) -> Callable[[Callable[[argparse.Namespace], int]],
         def wrapper(args: argparse.Namespace) -> int:
             try:
                 return fn(args)
+            except BrokenPipeError:
+                _quiet_stdout()
+                return 0
             except (EcoptError, ValueError, FileNotFoundError, NotADirectoryError):
                 raise
             except Exception as exc:  # noqa: BLE001 - a report command never shows a traceback
@@ -83,8 +98,17 @@ def _guarded(cmd: str) -> Callable[[Callable[[argparse.Namespace], int]],
 
 
 def _write_error(cmd: str, path: object, exc: OSError) -> int:
-    print(f"ecopt {cmd}: error: cannot write {path}: {exc.strerror or exc}", file=sys.stderr)
+    """One line naming the file that could not be written (the OS's own name for it first)."""
+    where = exc.filename if exc.filename is not None else path
+    print(f"ecopt {cmd}: error: cannot write {_clean(where)}: {exc.strerror or exc}",
+          file=sys.stderr)
     return 2
+
+
+def _done(cmd: str, args: argparse.Namespace, warnings: Sequence[str]) -> int:
+    """Print the warnings; 0, or 1 with ``--strict`` when there were any."""
+    _warn(cmd, warnings)
+    return 1 if warnings and getattr(args, "strict", False) else 0
 
 
 # ---------------------------------------------------------------------------
@@ -103,7 +127,7 @@ def report_main(args: argparse.Namespace) -> int:
     try:
         path, _ = write_report(data, args.out, png_dir=args.png)
     except OSError as exc:
-        return _write_error("report", args.out or args.png, exc)
+        return _write_error("report", args.out or Path(args.run_dir) / "report.html", exc)
     print(f"wrote {path}")
     if args.png:
         print(f"wrote figures to {args.png}")
@@ -111,8 +135,7 @@ def report_main(args: argparse.Namespace) -> int:
         print("note: energy in this study is ESTIMATED, not measured (the report says so)")
     if data.payback is not None:
         print(_clean(data.payback.describe()))
-    _warn("report", data.warnings)
-    return 1 if data.warnings else 0
+    return _done("report", args, data.warnings)
 
 
 # ---------------------------------------------------------------------------
@@ -145,15 +168,14 @@ def plot_main(args: argparse.Namespace) -> int:
         print(f"ecopt plot: error: no trial of {data.name!r} has values for {x!r} and {y!r}; "
               "nothing to plot (see `ecopt show` for the trials' states and errors)",
               file=sys.stderr)
-        return 1
+        return 2
     fig = plot.pareto(data, args.x, args.y)
     try:
         fig.savefig(args.out, dpi=plot.DPI)
     except OSError as exc:
         return _write_error("plot", args.out, exc)
     print(f"wrote {args.out}")
-    _warn("plot", data.warnings)
-    return 1 if data.warnings else 0
+    return _done("plot", args, data.warnings)
 
 
 # ---------------------------------------------------------------------------
@@ -195,8 +217,7 @@ def compare_main(args: argparse.Namespace) -> int:
         except OSError as exc:
             return _write_error("compare", args.out, exc)
         print(f"wrote {args.out}")
-    _warn("compare", data.warnings)
-    return 1 if data.warnings else 0
+    return _done("compare", args, data.warnings)
 
 
 # ---------------------------------------------------------------------------
@@ -281,5 +302,4 @@ def show_main(args: argparse.Namespace) -> int:
     """``ecopt show RUN_DIR``: trials by state, front table, best per objective."""
     data = build_report(args.run_dir)
     print(show_text(data))
-    _warn("show", data.warnings)
-    return 1 if data.warnings else 0
+    return _done("show", args, data.warnings)

@@ -40,8 +40,9 @@ def test_unpicklable_objective_fails_before_any_trial(run_dir) -> None:
         st.optimize(lambda t: T.zdt1(t["x"], t["y"]), n_trials=2, executor="processes")
     assert "<lambda>" in str(e.value)
     assert st.records == [] and st.running == []
-    assert not (run_dir / "running.jsonl").exists() or \
-        (run_dir / "running.jsonl").read_text() == ""
+    started = [line for line in (run_dir / "running.jsonl").read_text().splitlines()
+               if '"number"' in line]
+    assert started == []  # only the copy of study.json is there
 
 
 @pytest.mark.slow
@@ -130,19 +131,7 @@ def test_hung_trial_times_out_and_its_process_is_killed() -> None:
     assert not pid_alive(int(hung.worker.removeprefix("pid:")))
 
 
-def test_keyboard_interrupt_records_trials_in_flight(run_dir) -> None:
-    st = study(run_dir)
-    ex = ProcessExecutor(n_workers=2)
-    timer = threading.Timer(1.5, lambda: __import__("_thread").interrupt_main())
-    timer.start()
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            st.optimize(T.Sleepy(30.0), n_trials=2, executor=ex)
-    finally:
-        timer.cancel()
-        ex.close()
-    assert states(st.records) == {0: "failed", 1: "failed"}
-    assert all(r.interrupted for r in st.records) and st.running == []
+# Ctrl-C with this executor: tests/faults/test_interrupts.py.
 
 
 def test_importing_executors_does_not_import_dask() -> None:

@@ -1,0 +1,114 @@
+"""How long the report commands take on large studies (target: under 5 s at 2,000 trials).
+
+Builds synthetic study directories (two objectives by default, a noisy trade-off
+front with failed trials and per-phase energy, as a real study's log holds)
+and times ``ecopt compare``, ``ecopt show``, ``ecopt report`` and ``ecopt plot``
+as a user runs them: one fresh process each, imports included.
+
+Usage:
+    python benchmarks/report_speed.py [--sizes 250 500 1000 2000 4000] [--objectives 2]
+        [--repeats 1] [--out docs/results/report_speed/DATE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+import ecopt
+from ecopt.meters.base import ComponentEnergy, Measurement
+from ecopt.storage import StudyStorage
+from ecopt.trial import ErrorInfo, PhaseRecord, TrialRecord, TrialState
+
+COMMANDS = {
+    "compare": lambda d, o, tmp: ["compare", str(d), str(o)],
+    "show": lambda d, o, tmp: ["show", str(d)],
+    "report": lambda d, o, tmp: ["report", str(d), "--out", str(tmp / "r.html")],
+    "plot": lambda d, o, tmp: ["plot", str(d), "-o", str(tmp / "f.png")],
+}
+
+
+def make_study(path: Path, n: int, m: int, seed: int) -> None:
+    """A study directory with ``n`` trials and ``m`` objectives (all maximised)."""
+    rng = np.random.default_rng(seed)
+    space = ecopt.SearchSpace({f"x{i}": ecopt.Float(0, 1) for i in range(4)})
+    objs = [ecopt.Objective(f"f{j}", "max") for j in range(m)]
+    st = ecopt.Study(space, objs, storage=path, sampler="random", meter="wallclock")
+    st.close()
+    storage = StudyStorage(path)
+    lines = []
+    for k in range(n):
+        x = rng.random(4)
+        # A trade-off: points near the simplex are good, noise spreads them out.
+        w = rng.dirichlet(np.ones(m))
+        vals = {f"f{j}": float(w[j] * (1 - 0.5 * x[0]) + 0.05 * rng.normal()) for j in range(m)}
+        meas = Measurement(0.5, {"cpu": ComponentEnergy(float(rng.uniform(1, 5)),
+                                                        "estimate-cpu-time", False)}, "estimate")
+        failed = rng.random() < 0.05
+        rec = TrialRecord(
+            number=k, state=TrialState.FAILED if failed else TrialState.COMPLETE,
+            params={f"x{i}": float(v) for i, v in enumerate(x)},
+            values={} if failed else vals,
+            phases={"train": PhaseRecord("train", meas, 1, 100)},
+            duration_s=0.5, proposed_by="random",
+            error=ErrorInfo("RuntimeError", "diverged") if failed else None)
+        lines.append(rec)
+    for rec in lines:
+        storage.append_record(rec)
+    storage.close()
+
+
+def time_command(args: list[str]) -> float:
+    t0 = time.perf_counter()
+    out = subprocess.run([sys.executable, "-m", "ecopt.cli", *args], capture_output=True,
+                         text=True)
+    dt = time.perf_counter() - t0
+    if out.returncode not in (0, 1):
+        raise RuntimeError(f"ecopt {' '.join(args)} failed: {out.stderr.strip()}")
+    return dt
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[250, 500, 1000, 2000, 4000])
+    ap.add_argument("--objectives", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=1, help="runs per cell (median shown)")
+    ap.add_argument("--out", help="write summary.json/summary.md (a recorded run) here")
+    args = ap.parse_args(argv)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="ecopt-report-speed-") as tmp_s:
+        tmp = Path(tmp_s)
+        for n in args.sizes:
+            a, b = tmp / f"a{n}", tmp / f"b{n}"
+            make_study(a, n, args.objectives, seed=n)
+            make_study(b, n, args.objectives, seed=n + 1)
+            row: list[object] = [n]
+            for name, build in COMMANDS.items():
+                times = [time_command(build(a, b, tmp)) for _ in range(args.repeats)]
+                row.append(round(float(np.median(times)), 2))
+            rows.append(row)
+            print(f"{n:>6} trials: " + "  ".join(f"{k} {v:.2f} s" for k, v in
+                                                  zip(COMMANDS, row[1:])), flush=True)
+    columns = ["trials", *(f"{k} (s)" for k in COMMANDS)]
+    if args.out:
+        from ecopt.report.recorded import write_recorded_run  # type: ignore[import-not-found]
+
+        write_recorded_run(
+            args.out, script="benchmarks/report_speed.py",
+            command="python " + " ".join(["benchmarks/report_speed.py", *(argv or sys.argv[1:])]),
+            tables={"times": {"columns": columns, "rows": rows}}, energy=None,
+            title=f"Report commands on {args.objectives}-objective studies (wall s, one "
+                  "process each, imports included)",
+            date=_dt.date.today().isoformat())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
