@@ -225,6 +225,9 @@ def test_measured_energy_has_no_estimate_flag(tmp_path, study2):
             ph["meter"] = "nvml"
             ph["components"] = {"gpu:0": {"energy_j": ph["energy_j"], "source": "nvml-energy-counter",
                                           "measured": True}}
+        # The same meter measured the proposals (an estimated proposal would flag the study).
+        d["proposal"]["search"].update(measured=True, meter="nvml",
+                                       source="gpu:0=nvml-energy-counter")
         lines.append(json.dumps(d))
     (dst / "trials.jsonl").write_text("\n".join(lines) + "\n")
     data = build_report(dst)

@@ -32,8 +32,9 @@ def test_bar_shows_trials_hypervolume_and_estimated_energy(tmp_path):
         recs = s.optimize(objective, n_trials=4, show_progress=False)
         buf = io.StringIO()
         p = Progress(s, total=4, enabled=True, file=buf)
-        # A resumed study: the energy spent earlier is counted from the start.
-        assert p.energy_j == pytest.approx(sum(r.energy_j for r in recs))
+        # A resumed study: the energy spent earlier (trials + proposals) counts from the start.
+        assert p.energy_j == pytest.approx(sum(r.energy_j + r.proposal["search"]["energy_j"]
+                                               for r in recs))
         p.energy_j = 0.0
         for r in recs:
             p.update(r)

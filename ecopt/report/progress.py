@@ -83,7 +83,9 @@ class Progress:
                              dynamic_ncols=True, file=file if file is not None else sys.stderr)
 
     def _account(self, record: TrialRecord) -> None:
-        self.energy_j += record.energy_j
+        from ecopt._search import proposal_energy_j
+
+        self.energy_j += record.energy_j + proposal_energy_j(record)  # trials + proposals
         for p in record.phases.values():
             if p.measurement.components:
                 self.has_energy = True
