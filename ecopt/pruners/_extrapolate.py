@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["PREDICTORS", "predict", "fit_saturating", "MIN_POINTS_SATURATING"]
+__all__ = ["PREDICTORS", "predict", "fit_saturating", "fit_saturating_many",
+           "MIN_POINTS_SATURATING"]
 
 PREDICTORS = ("last", "linear", "saturating")
 #: A 3-parameter family needs at least one residual degree of freedom.
@@ -33,62 +34,90 @@ _BETAS = np.geomspace(0.3, 20.0, 24)
 
 
 def _family(kind: int, rates: np.ndarray, steps: np.ndarray, final_step: float) -> np.ndarray:
-    """``(G, n)`` values of family ``kind`` (0 power law, 1 exponential) at ``steps``."""
+    """Values of family ``kind`` (0 power law, 1 exponential): shape ``rates.shape + (n,)``."""
     s = np.asarray(steps, dtype=float)
+    r = np.asarray(rates, dtype=float)[..., None]
     if kind == 0:
-        return (1.0 + np.maximum(s, 0.0))[None, :] ** -rates[:, None]
-    return np.exp(-rates[:, None] * s[None, :] / max(final_step, 1.0))
+        return (1.0 + np.maximum(s, 0.0)) ** -r
+    return np.exp(-r * s / max(final_step, 1.0))
 
 
-def _best(B: np.ndarray, y: np.ndarray) -> tuple[int, float, float, float]:
-    """Least squares of ``y = c + a * B[g]`` for every row ``g``: ``(g, c, a, sse)`` of the best."""
-    Bc = B - B.mean(axis=1, keepdims=True)
-    yc = y - y.mean()
-    sbb = np.einsum("gn,gn->g", Bc, Bc)
-    sby = Bc @ yc
+def _least_squares(B: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``Y[h] = c + a * B[h, g]`` for every curve ``h`` and grid row ``g``: ``(c, a, sse)``, each ``(H, G)``.
+
+    Args:
+        B: ``(G, n)`` (shared by every curve) or ``(H, G, n)``.
+        Y: ``(H, n)``.
+    """
+    Bm = B.mean(axis=-1, keepdims=True)
+    Bc = B - Bm
+    ym = Y.mean(axis=1, keepdims=True)
+    Yc = Y - ym
+    if B.ndim == 2:
+        sbb = np.einsum("gn,gn->g", Bc, Bc)[None, :]
+        sby = Yc @ Bc.T
+        bm = Bm[None, :, 0]
+    else:
+        sbb = np.einsum("hgn,hgn->hg", Bc, Bc)
+        sby = np.einsum("hgn,hn->hg", Bc, Yc)
+        bm = Bm[..., 0]
     ok = sbb > 1e-300
     a = np.where(ok, sby / np.where(ok, sbb, 1.0), 0.0)
-    sse = np.where(ok, float(yc @ yc) - a * sby, np.inf)
-    g = int(np.argmin(sse))
-    return g, float(y.mean() - a[g] * B[g].mean()), float(a[g]), float(sse[g])
+    sse = np.where(ok, np.einsum("hn,hn->h", Yc, Yc)[:, None] - a * sby, np.inf)
+    return ym - a * bm, a, sse
+
+
+def fit_saturating_many(steps: np.ndarray, Y: np.ndarray, final_step: float
+                        ) -> tuple[np.ndarray, np.ndarray]:
+    """Fit both families to several curves reported at the same steps.
+
+    Each family's rate is searched on a coarse geometric grid, then on a fine
+    grid between the best point's neighbours; the family with the smaller
+    error wins.
+
+    Args:
+        steps: ``(n,)`` steps, increasing, ``n >= MIN_POINTS_SATURATING``.
+        Y: ``(H, n)`` values of ``H`` curves.
+        final_step: Where to predict.
+
+    Returns:
+        ``(predictions (H,), residual sds (H,))``: each best fit's value at
+        ``final_step`` (capped, see the module docstring) and
+        ``sqrt(SSE / (n - 3))``.
+    """
+    Y = np.atleast_2d(np.asarray(Y, dtype=float))
+    H = Y.shape[0]
+    rows = np.arange(H)
+    best_sse = np.full(H, np.inf)
+    pred = np.zeros(H)
+    end = np.array([float(final_step)])
+    for kind, grid in ((0, _ALPHAS), (1, _BETAS)):
+        c, a, sse = _least_squares(_family(kind, grid, steps, final_step), Y)
+        g = np.argmin(sse, axis=1)
+        fine = np.geomspace(grid[np.maximum(g - 1, 0)], grid[np.minimum(g + 1, grid.size - 1)],
+                            17, axis=1)  # (H, 17)
+        c2, a2, sse2 = _least_squares(_family(kind, fine, steps, final_step), Y)
+        g2 = np.argmin(sse2, axis=1)
+        use_fine = sse2[rows, g2] <= sse[rows, g]
+        rate = np.where(use_fine, fine[rows, g2], grid[g])
+        cc = np.where(use_fine, c2[rows, g2], c[rows, g])
+        aa = np.where(use_fine, a2[rows, g2], a[rows, g])
+        ss = np.where(use_fine, sse2[rows, g2], sse[rows, g])
+        at_end = _family(kind, rate, end, final_step)[:, 0]
+        better = ss < best_sse
+        best_sse = np.where(better, ss, best_sse)
+        pred = np.where(better, cc + aa * at_end, pred)
+    span = Y.max(axis=1) - Y.min(axis=1)
+    pred = np.clip(pred, Y[:, -1] - 2.0 * span, Y[:, -1] + 2.0 * span)
+    dof = max(Y.shape[1] - 3, 1)
+    return pred, np.sqrt(np.maximum(best_sse, 0.0) / dof)
 
 
 def fit_saturating(steps: np.ndarray, y: np.ndarray, final_step: float
                    ) -> tuple[float, float]:
-    """Fit both families and return ``(prediction at final_step, residual sd)``.
-
-    Each family's rate is searched on a coarse geometric grid, then on a fine
-    grid between the best point's neighbours.
-
-    Args:
-        steps: ``(n,)`` steps, increasing, ``n >= MIN_POINTS_SATURATING``.
-        y: ``(n,)`` values.
-        final_step: Where to predict.
-
-    Returns:
-        The best fit's value at ``final_step`` (capped, see the module
-        docstring) and ``sqrt(SSE / (n - 3))``.
-    """
-    best: tuple[float, float, float, int, float] | None = None  # sse, c, a, kind, rate
-    for kind, grid in ((0, _ALPHAS), (1, _BETAS)):
-        g, c, a, sse = _best(_family(kind, grid, steps, final_step), y)
-        lo, hi = grid[max(g - 1, 0)], grid[min(g + 1, grid.size - 1)]
-        fine = np.geomspace(lo, hi, 17)
-        g2, c2, a2, sse2 = _best(_family(kind, fine, steps, final_step), y)
-        if sse2 <= sse:
-            c, a, sse, rate = c2, a2, sse2, float(fine[g2])
-        else:
-            rate = float(grid[g])
-        if best is None or sse < best[0]:
-            best = (sse, c, a, kind, rate)
-    assert best is not None
-    sse, c, a, kind, rate = best
-    at_end = _family(kind, np.array([rate]), np.array([final_step]), final_step)[0, 0]
-    pred = float(c + a * at_end)
-    span = float(y.max() - y.min())
-    pred = float(np.clip(pred, y[-1] - 2.0 * span, y[-1] + 2.0 * span))
-    dof = max(len(y) - 3, 1)
-    return pred, float(np.sqrt(max(sse, 0.0) / dof))
+    """:func:`fit_saturating_many` for one curve: ``(prediction, residual sd)``."""
+    p, sd = fit_saturating_many(steps, np.asarray(y, dtype=float)[None, :], final_step)
+    return float(p[0]), float(sd[0])
 
 
 def predict(kind: str, steps: np.ndarray, y: np.ndarray, final_step: float

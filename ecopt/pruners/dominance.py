@@ -12,16 +12,19 @@ full length ``S``):
 2. **Calibration.** The same predictor is applied to every complete trial's
    curve cut at step ``s``; its errors ``final value - prediction`` tell how
    the finished curves moved between step ``s`` and their end. The errors are
-   regressed on each curve's *drift* (its last step-to-step slope times the
-   steps left), so a trial still climbing fast is expected to move more than
+   regressed on each curve's *drift* (its slope over the second half of its
+   steps so far, times the steps left), so a trial still climbing fast is expected to move more than
    one that has settled; with fewer than 4 calibration trials, or drifts all
    alike, the regression is the mean error. The predictor whose calibrated
    residuals are smallest is used (for objectives other than energy).
 3. **Predictive distribution.** ``final ~ prediction + fitted error + sd * t(dof)``,
    independent per objective, where ``sd`` is the regression's residual sd
    widened by the uncertainty of its line (the usual prediction interval),
-   and at least the residual sd of the trial's own curve fit; ``dof = k - 2``
-   (``k - 1`` for the mean) with ``k`` calibration trials.
+   and at least the residual sd of the trial's own curve fit; ``dof = k - 2`` (``k - 1`` for the mean) with ``k``
+   calibration trials, plus one: the residual variance has a weak prior, one
+   pseudo-trial whose error sd is 5% of the range of the finished trials'
+   final values (a few trials that all ended exactly as predicted, common
+   with metrics reported at coarse levels, do not make a prediction certain).
 4. **Decision.** ``p = P(final point dominated by the current front)`` by
    Monte Carlo (``n_samples`` draws, seeded by trial and step); the trial
    stops when ``p >= threshold``.
@@ -58,7 +61,11 @@ from ecopt.pruners._curves import (
     last_step_of_complete,
     resolve_energy_objective,
 )
-from ecopt.pruners._extrapolate import predict
+from ecopt.pruners._extrapolate import (
+    MIN_POINTS_SATURATING,
+    fit_saturating_many,
+    predict,
+)
 from ecopt.pruners.base import Decision, Pruner, check_int
 
 if TYPE_CHECKING:
@@ -66,6 +73,11 @@ if TYPE_CHECKING:
     from ecopt.trial import Trial, TrialRecord
 
 __all__ = ["DominancePruner"]
+
+#: The residual variance's prior: this many pseudo-trials with an error sd of
+#: ``PRIOR_SD_FRACTION`` times the range of the finished trials' final values.
+PRIOR_DOF = 1
+PRIOR_SD_FRACTION = 0.05
 
 
 class DominancePruner(Pruner):
@@ -116,10 +128,11 @@ class DominancePruner(Pruner):
         self.seed = int(seed)
         # (trial number, step, final step, objective index, predictor) -> (error, drift) or None.
         self._errors: dict[tuple[int, int, int, int, str], tuple[float, float] | None] = {}
+        self._finals: dict[int, np.ndarray | None] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state["_errors"] = {}  # a cache: not worth sending to a worker process
+        state["_errors"], state["_finals"] = {}, {}  # caches: not worth sending to a worker
         return state
 
     def bind(self, objectives: Sequence[Objective], constraints: Sequence[Constraint] = ()
@@ -131,6 +144,7 @@ class DominancePruner(Pruner):
         """
         resolve_energy_objective(objectives, self.energy_objective)
         super().bind(objectives, constraints)
+        self._errors, self._finals = {}, {}  # another study: trial numbers mean other trials
 
     def decide(self, trial: Trial, history: Sequence[TrialRecord]) -> Decision:
         curve = trial.intermediate
@@ -194,15 +208,17 @@ class DominancePruner(Pruner):
         """``(predictor, prediction, bias, sd, dof, k)`` for objective ``j`` (``k``
         calibration trials), or ``None`` (warm-up)."""
         best: tuple[float, str, float, float, float, int, int] | None = None
+        finals = [f[j] for r in calib if (f := self._final(r, view)) is not None]
+        prior_sd = PRIOR_SD_FRACTION * float(np.ptp(finals)) if finals else 0.0
         for kind in (("linear",) if is_energy else ("last", "saturating")):
             mine = predict(kind, steps, y, S)
             if mine is None:
                 continue
-            rows = [e for r in calib if (e := self._error(r, j, kind, step, S, view)) is not None]
+            rows = [e for e in self._errors_at(calib, j, kind, step, S, view) if e is not None]
             if len(rows) < self.n_warmup_trials:
                 continue
-            got = _calibrate(np.array(rows), _drift(steps, y, S))
-            bias, sd, resid_sd, dof = got
+            drift = _drift(steps, y, S)
+            bias, sd, resid_sd, dof = _calibrate(np.array(rows), drift, prior_sd)
             sd = max(sd, mine[1])
             if best is None or resid_sd < best[0]:
                 best = (resid_sd, kind, mine[0], bias, sd, dof, len(rows))
@@ -210,55 +226,97 @@ class DominancePruner(Pruner):
             return None
         return best[1:]
 
-    def _error(self, record: TrialRecord, j: int, kind: str, step: int, S: int,
-               view: ObjectiveView) -> tuple[float, float] | None:
-        """``(final - prediction, drift)`` from a complete trial's curve cut at ``step`` (cached)."""
-        key = (record.number, step, S, j, kind)
-        if key in self._errors:
-            return self._errors[key]
-        out: tuple[float, float] | None = None
-        final = view.final(record)
-        if final is not None:
-            cut = [p for p in record.intermediate if p.step <= step]
-            steps, Y = view.curve(cut)
-            got = predict(kind, steps, Y[:, j], S)
+    def _final(self, record: TrialRecord, view: ObjectiveView) -> np.ndarray | None:
+        """A complete trial's final objective values (cached)."""
+        if record.number not in self._finals:
+            self._finals[record.number] = view.final(record)
+        return self._finals[record.number]
+
+    def _errors_at(self, records: Sequence[TrialRecord], j: int, kind: str, step: int, S: int,
+                   view: ObjectiveView) -> list[tuple[float, float] | None]:
+        """``(final - prediction, drift)`` of each complete trial's curve cut at ``step``.
+
+        Cached per trial; saturating fits of curves cut at the same steps run
+        as one batch.
+        """
+        todo: dict[tuple[float, ...], list[tuple[tuple[int, int, int, int, str], float,
+                                                   np.ndarray]]] = {}
+        for r in records:
+            key = (r.number, step, S, j, kind)
+            if key in self._errors:
+                continue
+            self._errors[key] = None
+            final = self._final(r, view)
+            if final is None:
+                continue
+            steps, Y = view.curve([p for p in r.intermediate if p.step <= step])
+            y = Y[:, j]
+            if kind == "saturating":
+                if y.size >= MIN_POINTS_SATURATING and not np.isnan(y).any():
+                    todo.setdefault(tuple(steps), []).append((key, float(final[j]), y))
+                continue
+            got = predict(kind, steps, y, S)
             if got is not None:
-                out = (float(final[j] - got[0]), _drift(steps, Y[:, j], S))
-        self._errors[key] = out
-        return out
+                self._errors[key] = (float(final[j] - got[0]), _drift(steps, y, S))
+        for steps_t, items in todo.items():
+            steps = np.asarray(steps_t)
+            Yb = np.array([y for _, _, y in items])
+            preds, _ = fit_saturating_many(steps, Yb, S)
+            for (key, fin, y), pred in zip(items, preds):
+                self._errors[key] = (fin - float(pred), _drift(steps, y, S))
+        return [self._errors[(r.number, step, S, j, kind)] for r in records]
 
 
 def _drift(steps: np.ndarray, y: np.ndarray, S: float) -> float:
-    """The last step-to-step slope carried to the final step (0 with one point)."""
-    if y.size < 2 or steps[-1] <= steps[-2]:
+    """The curve's recent trend carried to the final step (0 with one point).
+
+    The slope is taken over the second half of the steps so far (from the
+    first report at or past half the last step), so a curve that moves in
+    jumps (a metric reported at coarse levels) shows its trend too.
+    """
+    if y.size < 2:
         return 0.0
-    return float((y[-1] - y[-2]) / (steps[-1] - steps[-2]) * (S - steps[-1]))
+    i = int(np.searchsorted(steps, steps[-1] / 2.0))
+    i = min(i, y.size - 2)
+    if steps[-1] <= steps[i]:
+        return 0.0
+    return float((y[-1] - y[i]) / (steps[-1] - steps[i]) * (S - steps[-1]))
 
 
-def _calibrate(rows: np.ndarray, drift: float) -> tuple[float, float, float, int]:
+def _calibrate(rows: np.ndarray, drift: float, prior_sd: float = 0.0
+               ) -> tuple[float, float, float, int]:
     """Regress the finished trials' errors on their drift; predict for this trial.
+
+    The residual variance has a weak prior: one pseudo-observation of
+    ``prior_sd ** 2`` (so a handful of finished trials that all ended exactly
+    as predicted do not make a prediction certain).
 
     Args:
         rows: ``(k, 2)``: each calibration trial's ``(final - prediction, drift)``.
         drift: This trial's drift (:func:`_drift`).
+        prior_sd: The prior's residual sd.
 
     Returns:
         ``(bias, predictive sd, residual sd, dof)``: the expected error for
-        this trial, the sd of a new error (residual sd widened by the
-        uncertainty of the fitted line), the residual sd alone and the
+        this trial (within the range of the errors seen), the sd of a new
+        error (residual sd widened by the uncertainty of the fitted line), the residual sd alone and the
         degrees of freedom of the Student t. Without spread in the drifts
         (or with fewer than 4 trials) the line is a constant: the mean error.
     """
     err, d = rows[:, 0], rows[:, 1]
     k = err.size
-    X = np.column_stack([np.ones(k), d])
-    x0 = np.array([1.0, drift])
-    if k < 4 or float(np.ptp(d)) <= 1e-12 * max(1.0, float(np.abs(d).max())):
-        X, x0 = X[:, :1], x0[:1]
-    XtX_inv = np.linalg.pinv(X.T @ X)
-    b = XtX_inv @ (X.T @ err)
-    resid = err - X @ b
-    dof = max(k - X.shape[1], 1)
-    s = float(np.sqrt(resid @ resid / dof))
-    lev = float(x0 @ XtX_inv @ x0)
-    return float(x0 @ b), s * float(np.sqrt(1.0 + lev)), s, dof
+    e_mean, d_mean = float(err.mean()), float(d.mean())
+    sdd = float(((d - d_mean) ** 2).sum())
+    if k >= 4 and sdd > 1e-24 * max(1.0, float(np.abs(d).max()) ** 2):
+        slope = float(((d - d_mean) * (err - e_mean)).sum()) / sdd
+        fitted = e_mean + slope * (drift - d_mean)
+        resid = err - (e_mean + slope * (d - d_mean))
+        lev = 1.0 / k + (drift - d_mean) ** 2 / sdd
+        n_par = 2
+    else:
+        fitted, resid, lev, n_par = e_mean, err - e_mean, 1.0 / k, 1
+    dof = max(k - n_par, 0) + PRIOR_DOF
+    s = float(np.sqrt((float(resid @ resid) + PRIOR_DOF * prior_sd ** 2) / dof))
+    # A line fitted to a few trials must not predict an error none of them made.
+    bias = float(np.clip(fitted, err.min(), err.max()))
+    return bias, s * float(np.sqrt(1.0 + lev)), s, dof
