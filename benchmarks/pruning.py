@@ -427,16 +427,17 @@ def versions() -> dict[str, str]:
 
 
 def record(summary: dict[str, Any], runs: Sequence[dict[str, Any]], dest: Path,
-           command: str) -> None:
+           command: str, commit: str | None = None) -> None:
     """Write ``summary.json`` and ``summary.md`` (the recorded-run format of docs/results)."""
     dest.mkdir(parents=True, exist_ok=True)
     meta = versions()
     machine = meta.pop("machine")
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                                check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        commit = "unknown"
+    if commit is None:
+        try:
+            commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                                    check=True).stdout.strip()
+        except (OSError, subprocess.CalledProcessError):
+            commit = "unknown"
     probs = {r["problem"] for r in runs}
     energy = {
         "meter": "; ".join(p for p in (
@@ -491,6 +492,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--record", default=None,
                     help="write summary.json/summary.md here (docs/results/pruning/<date>)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads")
+    ap.add_argument("--git-commit", default=None,
+                    help="the commit of the code that made the runs (default: HEAD)")
     return ap
 
 
@@ -546,7 +549,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(markdown_table(tables(summary)["decide_speed"]))
     if args.record:
         cmd = "python -m benchmarks.pruning " + " ".join(sys.argv[1:] if argv is None else argv)
-        record(summary, runs, Path(args.record), cmd)
+        record(summary, runs, Path(args.record), cmd, args.git_commit)
         print(f"recorded in {args.record}")
     return 0
 
