@@ -43,7 +43,6 @@ import argparse
 import json
 import logging
 import math
-import platform
 import subprocess
 import sys
 import time
@@ -57,7 +56,13 @@ if __package__ in (None, ""):  # ``python benchmarks/pruning.py``
 
 import numpy as np
 
-from benchmarks.curves import CURVE_PROBLEMS, ZEUS_WORKLOADS, CurveProblem, make_curve_problem
+from benchmarks.curves import (
+    CURVE_PROBLEMS,
+    ZEUS_WORKLOADS,
+    CurveProblem,
+    make_curve_problem,
+)
+from benchmarks.mobo import _load_runs, _optuna_distributions, initial_design, versions
 
 __all__ = ["METHODS", "run_one", "summarise", "main"]
 
@@ -76,15 +81,6 @@ METHODS: dict[str, str] = {
 def _observe(problem: CurveProblem, params: dict[str, Any], seed: int, k: int
              ) -> tuple[np.ndarray, float]:
     return problem.run(params, np.random.default_rng((seed, k, 7919)))
-
-
-def initial_design(problem: CurveProblem, seed: int) -> list[dict[str, Any]]:
-    """ecopt's Sobol initial design for ``seed`` (given to every method)."""
-    from ecopt.samplers import QLogNEHVISampler
-
-    n = problem.n_init
-    return [p.params for p in QLogNEHVISampler(seed=seed, n_init=n).propose(
-        problem.space, [], [], n)]
 
 
 # -- runners -----------------------------------------------------------------------
@@ -145,24 +141,6 @@ def _run_ecopt(problem: CurveProblem, method: str, seed: int, budget: int) -> di
     return {"trials": trials, "decide_s": decide_s}
 
 
-def _optuna_distributions(problem: CurveProblem) -> dict[str, Any]:
-    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
-
-    import ecopt
-
-    out: dict[str, Any] = {}
-    for name in problem.space.searched_names:
-        p = problem.space[name]
-        if isinstance(p, ecopt.Float):
-            out[name] = FloatDistribution(p.low, p.high, log=p.log)
-        elif isinstance(p, ecopt.Int):
-            out[name] = IntDistribution(p.low, p.high, log=p.log, step=p.step)
-        else:
-            assert isinstance(p, ecopt.Categorical)
-            out[name] = CategoricalDistribution(list(p.choices))
-    return out
-
-
 def _scalariser(problem: CurveProblem) -> Any:
     """``(quality, energy_j) -> [0, 1]``-ish: the mean of both scaled by the true front's range."""
     from ecopt import pareto
@@ -206,7 +184,9 @@ def _run_optuna(problem: CurveProblem, method: str, seed: int, budget: int) -> d
     else:
         sampler = TPESampler(seed=seed, multivariate=True, n_startup_trials=n_init)
     if single:
+        # A fixed name: Optuna's Hyperband picks each trial's bracket from a hash of it.
         study = optuna.create_study(direction="minimize", sampler=sampler,
+                                    study_name=f"pruning-{problem.name}-{seed}",
                                     pruner=optuna.pruners.HyperbandPruner(
                                         min_resource=1, max_resource=problem.max_step,
                                         reduction_factor=3))
@@ -289,19 +269,6 @@ def energy_to(run: dict[str, Any], fraction: float) -> float:
         if h >= goal * (1 - 1e-12):
             return float(e)
     return math.inf
-
-
-def _load_runs(out: Path) -> list[dict[str, Any]]:
-    runs: dict[tuple[str, str, int, int], dict[str, Any]] = {}
-    for f in sorted(out.glob("runs-*.jsonl")):
-        for line in f.read_text().splitlines():
-            if line.strip():
-                try:
-                    r = json.loads(line)
-                except json.JSONDecodeError:
-                    continue  # a line cut short by a kill
-                runs[(r["problem"], r["method"], r["seed"], r["budget"])] = r
-    return list(runs.values())
 
 
 def _p_less(a: Sequence[float], b: Sequence[float]) -> float | None:
@@ -410,28 +377,13 @@ def markdown_table(t: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def versions() -> dict[str, str]:
-    import importlib.metadata as md
-    import os
-
-    out = {"python": platform.python_version()}
-    for pkg in ("ecopt", "botorch", "gpytorch", "torch", "optuna", "numpy", "scipy"):
-        try:
-            out[pkg] = md.version(pkg)
-        except md.PackageNotFoundError:
-            out[pkg] = "not installed"
-    from ecopt.host import cpu_model
-
-    out["machine"] = f"{cpu_model()}, {os.cpu_count()} cores, no GPU"
-    return out
-
-
 def record(summary: dict[str, Any], runs: Sequence[dict[str, Any]], dest: Path,
            command: str, commit: str | None = None) -> None:
     """Write ``summary.json`` and ``summary.md`` (the recorded-run format of docs/results)."""
     dest.mkdir(parents=True, exist_ok=True)
     meta = versions()
-    machine = meta.pop("machine")
+    machine = f"{meta.pop('cpu')}, {meta.pop('cores')} cores, no GPU"
+    meta.pop("torch_threads", None)
     if commit is None:
         try:
             commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,

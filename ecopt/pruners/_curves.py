@@ -16,11 +16,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ecopt.pruners.base import Pruner
+
 if TYPE_CHECKING:
-    from ecopt.objective import Objective
+    from ecopt.objective import Constraint, Objective
     from ecopt.trial import Intermediate, TrialRecord
 
-__all__ = ["ObjectiveView", "resolve_energy_objective", "ENERGY_NAMES"]
+__all__ = ["ObjectiveView", "CurvePruner", "resolve_energy_objective", "ENERGY_NAMES"]
 
 #: Objective names ``energy_objective="auto"`` takes for the trial's own energy.
 ENERGY_NAMES = ("energy_j",)
@@ -105,6 +107,29 @@ class ObjectiveView:
             if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
                 out[j] = float(v)
         return None if np.isnan(out).any() else out
+
+
+class CurvePruner(Pruner):
+    """A pruner that reads objective vectors from learning curves (both built-in ones).
+
+    Subclasses set :attr:`energy_objective` in ``__init__``.
+    """
+
+    energy_objective: str | None = "auto"
+
+    def bind(self, objectives: Sequence[Objective], constraints: Sequence[Constraint] = ()
+             ) -> None:
+        """Take the study's objectives; checks ``energy_objective`` against them.
+
+        Raises:
+            ValueError: when ``energy_objective`` names no objective of the study.
+        """
+        resolve_energy_objective(objectives, self.energy_objective)
+        super().bind(objectives, constraints)
+
+    def view(self) -> ObjectiveView:
+        """How this pruner reads the study's objectives from reports."""
+        return ObjectiveView.of(self.objectives, self.energy_objective)
 
 
 def first_at_or_after(points: Sequence[Intermediate], step: float) -> Intermediate | None:

@@ -56,17 +56,17 @@ import numpy as np
 
 from ecopt import pareto
 from ecopt.pruners._curves import (
+    CurvePruner,
     ObjectiveView,
     complete_with_curves,
     last_step_of_complete,
-    resolve_energy_objective,
 )
 from ecopt.pruners._extrapolate import (
     MIN_POINTS_SATURATING,
     fit_saturating_many,
     predict,
 )
-from ecopt.pruners.base import Decision, Pruner, check_int
+from ecopt.pruners.base import Decision, check_int
 
 if TYPE_CHECKING:
     from ecopt.objective import Constraint, Objective
@@ -80,7 +80,7 @@ PRIOR_DOF = 1
 PRIOR_SD_FRACTION = 0.05
 
 
-class DominancePruner(Pruner):
+class DominancePruner(CurvePruner):
     """Stops a trial when its predicted final point is dominated by the front with probability >= ``threshold``.
 
     Args:
@@ -137,12 +137,6 @@ class DominancePruner(Pruner):
 
     def bind(self, objectives: Sequence[Objective], constraints: Sequence[Constraint] = ()
              ) -> None:
-        """Take the study's objectives; checks ``energy_objective`` against them.
-
-        Raises:
-            ValueError: when ``energy_objective`` names no objective of the study.
-        """
-        resolve_energy_objective(objectives, self.energy_objective)
         super().bind(objectives, constraints)
         self._errors, self._finals = {}, {}  # another study: trial numbers mean other trials
 
@@ -161,7 +155,7 @@ class DominancePruner(Pruner):
         if step < self.n_warmup_steps:
             return Decision(False, f"warm-up: step {step} < n_warmup_steps="
                                    f"{self.n_warmup_steps}", info)
-        view = ObjectiveView.of(self.objectives, self.energy_objective)
+        view = self.view()
         steps, Y = view.curve(curve)
         if np.isnan(Y[-1]).any():
             missing = [n for n, v in zip(view.names, Y[-1]) if math.isnan(v)]

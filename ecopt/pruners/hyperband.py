@@ -45,16 +45,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ecopt import pareto
-from ecopt.pruners._curves import (
-    ObjectiveView,
-    first_at_or_after,
-    last_step_of_complete,
-    resolve_energy_objective,
-)
-from ecopt.pruners.base import Decision, Pruner, check_int
+from ecopt.pruners._curves import CurvePruner, first_at_or_after, last_step_of_complete
+from ecopt.pruners.base import Decision, check_int
 
 if TYPE_CHECKING:
-    from ecopt.objective import Constraint, Objective
     from ecopt.trial import Trial, TrialRecord
 
 __all__ = ["HyperbandPruner", "rank_order"]
@@ -85,7 +79,7 @@ def rank_order(Z: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return order, ranks, contrib
 
 
-class HyperbandPruner(Pruner):
+class HyperbandPruner(CurvePruner):
     """Asynchronous Hyperband whose rungs rank trials by Pareto fronts and hypervolume.
 
     Args:
@@ -174,16 +168,6 @@ class HyperbandPruner(Pruner):
             k += 1
 
     # -- deciding -------------------------------------------------------------------
-    def bind(self, objectives: Sequence[Objective], constraints: Sequence[Constraint] = ()
-             ) -> None:
-        """Take the study's objectives; checks ``energy_objective`` against them.
-
-        Raises:
-            ValueError: when ``energy_objective`` names no objective of the study.
-        """
-        resolve_energy_objective(objectives, self.energy_objective)
-        super().bind(objectives, constraints)
-
     def decide(self, trial: Trial, history: Sequence[TrialRecord]) -> Decision:
         curve = trial.intermediate
         step = curve[-1].step
@@ -203,7 +187,7 @@ class HyperbandPruner(Pruner):
                                 "max_resource": R}
         if not crossed:
             return Decision(False, "", info)
-        view = ObjectiveView.of(self.objectives, self.energy_objective)
+        view = self.view()
         me = view.point(curve[-1])
         if me is None:
             return Decision(False, "an objective is missing or not finite in the latest "

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import pickle
 
-import numpy as np
 import pytest
 from pruner_helpers import OBJS, bound, curve_of, live, points, record, saturating
 
