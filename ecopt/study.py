@@ -390,7 +390,9 @@ class Study:
 
         The sampler's proposal (model fits, acquisition optimisation) is
         metered with the study's meter; each trial keeps its share in
-        ``trial.proposal["search"]`` (see docs/trial-log.md).
+        ``trial.proposal["search"]`` (see docs/trial-log.md). The sampler sees
+        running trials and pruned ones as pending: their final outcome is not
+        known, and a configuration already stopped is not proposed again.
 
         Args:
             n: How many (q proposals that know of each other). ``None`` returns
@@ -412,6 +414,10 @@ class Study:
             if isinstance(k, bool) or not isinstance(k, int) or k < 1:
                 raise ValueError(f"n >= 1 must hold, got n={n!r}")
             pending = [t.params for t in self._running.values()]
+            # A pruned trial's outcome is unknown to a model that learns from complete
+            # trials only; passed as pending, the sampler does not propose it again (it
+            # would look as promising as before it was stopped).
+            pending += [r.params for r in self._records if r.state is TrialState.PRUNED]
             sampler = self.sampler
             got, search, energy = meter_proposal(
                 self.meter, lambda: list(sampler.propose(self.space, self.records, pending, k)))
