@@ -32,6 +32,7 @@ from ecopt.samplers import Proposal, Sampler, get_sampler
 from ecopt.space import SearchSpace
 from ecopt.storage import RUNNING_FILE, STUDY_FILE, TRIALS_FILE, StudyStorage
 from ecopt._search import meter_proposal, search_energy_j, split_search
+from ecopt._types import Params
 from ecopt.pruners import Pruner, get_pruner
 from ecopt.trial import (
     ErrorInfo,
@@ -41,6 +42,7 @@ from ecopt.trial import (
     TrialRecord,
     TrialState,
     interrupted_record,
+    with_state,
 )
 
 __all__ = ["Study", "load_study"]
@@ -391,8 +393,8 @@ class Study:
         The sampler's proposal (model fits, acquisition optimisation) is
         metered with the study's meter; each trial keeps its share in
         ``trial.proposal["search"]`` (see docs/trial-log.md). The sampler sees
-        running trials and pruned ones as pending: their final outcome is not
-        known, and a configuration already stopped is not proposed again.
+        pruned trials at the final values their pruning judged
+        (:meth:`_records_for_sampler`).
 
         Args:
             n: How many (q proposals that know of each other). ``None`` returns
@@ -414,13 +416,11 @@ class Study:
             if isinstance(k, bool) or not isinstance(k, int) or k < 1:
                 raise ValueError(f"n >= 1 must hold, got n={n!r}")
             pending = [t.params for t in self._running.values()]
-            # A pruned trial's outcome is unknown to a model that learns from complete
-            # trials only; passed as pending, the sampler does not propose it again (it
-            # would look as promising as before it was stopped).
-            pending += [r.params for r in self._records if r.state is TrialState.PRUNED]
+            seen, more = self._records_for_sampler()
+            pending += more
             sampler = self.sampler
             got, search, energy = meter_proposal(
-                self.meter, lambda: list(sampler.propose(self.space, self.records, pending, k)))
+                self.meter, lambda: list(sampler.propose(self.space, seen, pending, k)))
             self._proposal_energy_j += energy
             if len(got) > k:
                 warnings.warn(f"sampler {self.sampler.name!r} returned {len(got)} proposals "
@@ -452,6 +452,43 @@ class Study:
                 raise EcoptError("the sampler has nothing left to propose (grid exhausted?)")
             return trials[0]
         return trials
+
+    def _records_for_sampler(self) -> tuple[list[TrialRecord], list[Params]]:
+        """What the sampler learns from: the records, pruned trials at their judged values.
+
+        Samplers model complete trials only. A pruned trial left out would look
+        as promising as before it was stopped, and be proposed again and again;
+        so the sampler sees it as complete, at the final values its pruning
+        judged (:func:`ecopt.pruners._curves.imputed_final`: the pruner's
+        prediction, else its last report with energy carried on linearly).
+        The trial log keeps it ``pruned``. Where that is not possible (an
+        objective never reported, or constraints to satisfy) it is passed as
+        pending instead, so at least it is not proposed again.
+
+        Returns:
+            ``(records, extra pending params)``.
+        """
+        pruned = [r for r in self._records if r.state is TrialState.PRUNED]
+        if not pruned:
+            return self.records, []
+        from ecopt.pruners._curves import CurvePruner, ObjectiveView, imputed_final
+
+        energy = self.pruner.energy_objective if isinstance(self.pruner, CurvePruner) else "auto"
+        view = ObjectiveView.of(self.objectives, energy)
+        steps = [r.intermediate[-1].step for r in self._records
+                 if r.state is TrialState.COMPLETE and r.intermediate]
+        final_step = max(steps) if steps else None
+        out: list[TrialRecord] = []
+        pending: list[Params] = []
+        for r in self._records:
+            if r.state is TrialState.PRUNED:
+                vals = None if self.constraints else imputed_final(r, view, final_step)
+                if vals is None:
+                    pending.append(r.params)
+                    continue
+                r = with_state(r, state=TrialState.COMPLETE, values=vals, feasible=True)
+            out.append(r)
+        return out, pending
 
     def _save_report(self, trial: Trial, point: Intermediate) -> None:
         """Keep an intermediate report on disk as it is made (an interrupted trial keeps its curve)."""

@@ -22,7 +22,8 @@ if TYPE_CHECKING:
     from ecopt.objective import Constraint, Objective
     from ecopt.trial import Intermediate, TrialRecord
 
-__all__ = ["ObjectiveView", "CurvePruner", "resolve_energy_objective", "ENERGY_NAMES"]
+__all__ = ["ObjectiveView", "CurvePruner", "resolve_energy_objective", "imputed_final",
+           "ENERGY_NAMES"]
 
 #: Objective names ``energy_objective="auto"`` takes for the trial's own energy.
 ENERGY_NAMES = ("energy_j",)
@@ -151,3 +152,38 @@ def last_step_of_complete(history: Sequence[TrialRecord]) -> int | None:
     """The largest last reported step of any complete trial (the full length), or ``None``."""
     steps = [r.intermediate[-1].step for r in complete_with_curves(history)]
     return max(steps) if steps else None
+
+
+def imputed_final(record: TrialRecord, view: ObjectiveView, final_step: int | None
+                  ) -> dict[str, float] | None:
+    """A pruned trial's final objective values as its pruning judged them, for a sampler.
+
+    Per objective: the pruner's prediction when it recorded one
+    (``user_attrs["pruning"]["objectives"][name]["predicted"]``, as
+    :class:`~ecopt.pruners.DominancePruner` does); else the last reported value,
+    the energy objective carried on linearly to ``final_step``. A quality that
+    was still rising is under-estimated: the direction the pruner judged it in.
+
+    Returns:
+        Objective name -> value, or ``None`` when one is unknown.
+    """
+    from ecopt.pruners._extrapolate import predict
+
+    if not record.intermediate:
+        return None
+    info = record.user_attrs.get("pruning") if isinstance(record.user_attrs, dict) else None
+    preds = info.get("objectives") if isinstance(info, dict) else None
+    steps, Y = view.curve(record.intermediate)
+    out: dict[str, float] = {}
+    for j, name in enumerate(view.names):
+        p = preds.get(name) if isinstance(preds, dict) else None
+        v = p.get("predicted") if isinstance(p, dict) else None
+        if not (isinstance(v, (int, float)) and math.isfinite(v)):
+            v = Y[-1, j]
+            if name == view.energy and final_step is not None and final_step > steps[-1]:
+                got = predict("linear", steps, Y[:, j], final_step)
+                v = got[0] if got is not None else v
+        if not math.isfinite(float(v)):
+            return None
+        out[name] = float(v)
+    return out

@@ -88,20 +88,39 @@ def test_dominance_never_prunes_what_ends_on_the_front():
     assert not would_stop & {r.number for r in st.best_trials()}  # ...never a front one
 
 
-def test_pruned_trials_reach_the_sampler_as_pending():
-    """A model that learns from complete trials only must not propose a stopped one again."""
-    seen: list[list[dict]] = []
+def test_the_sampler_learns_from_pruned_trials_at_their_judged_values(tmp_path):
+    """Samplers model complete trials: a pruned one is shown complete at its judged values,
+    so it is not proposed again as if never tried; the log keeps it pruned."""
+    seen: list[tuple[list, list]] = []
 
     class Spy(ecopt.samplers.RandomSampler):
         def propose(self, space, records, pending, n):
-            seen.append([dict(p) for p in pending])
+            seen.append((list(records), [dict(p) for p in pending]))
             return super().propose(space, records, pending, n)
 
     from ecopt.executors import _testing as T
 
     st = ecopt.Study(SPACE, [ecopt.Objective("f1", "min"), ecopt.Objective("f2", "min")],
-                     sampler=Spy(seed=0), meter="wallclock",
+                     storage=tmp_path / "s", sampler=Spy(seed=0), meter="wallclock",
                      pruner=T.OddTrialsPruner(at_step=1))
     recs = st.optimize(T.Curve(steps=2, epoch_s=0.0), n_trials=4, show_progress=False)
-    pruned = [r.params for r in recs if r.state.value == "pruned"]
-    assert len(pruned) == 2 and seen[-1] == pruned[:1]
+    assert [r.state.value for r in recs] == ["complete", "pruned", "complete", "pruned"]
+    records, pending = seen[-1]
+    shown = next(r for r in records if r.number == 1)
+    assert shown.state.value == "complete" and pending == []
+    assert shown.values == recs[1].intermediate[-1].values  # no prediction: its last report
+    assert st.records[1].state.value == "pruned"
+    # With constraints the judged values cannot be complete: pruned trials go as pending.
+    st2 = ecopt.Study(SPACE, [ecopt.Objective("f1", "min"), ecopt.Objective("f2", "min")],
+                      constraints=[ecopt.Constraint("lat", "<=", 2.0)],
+                      sampler=Spy(seed=0), meter="wallclock",
+                      pruner=T.OddTrialsPruner(at_step=1))
+
+    def with_lat(trial):
+        out = T.Curve(steps=2, epoch_s=0.0)(trial)
+        return {**out, "lat": 1.0}
+
+    recs2 = st2.optimize(with_lat, n_trials=3, show_progress=False)
+    records, pending = seen[-1]
+    assert recs2[1].state.value == "pruned" and pending == [recs2[1].params]
+    assert all(r.number != 1 for r in records)
