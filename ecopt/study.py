@@ -23,17 +23,17 @@ from typing import Any, overload
 import numpy as np
 
 from ecopt import pareto
+from ecopt._search import meter_proposal, search_energy_j, split_search
+from ecopt._types import Params
 from ecopt._version import __version__
 from ecopt.errors import EcoptError, MissingSpecError, SpecMismatchError, TrialPruned
 from ecopt.executors import Executor, get_executor
 from ecopt.meters import Meter, get_meter
 from ecopt.objective import Constraint, Objective, validate_objectives
+from ecopt.pruners import Pruner, get_pruner
 from ecopt.samplers import Proposal, Sampler, get_sampler
 from ecopt.space import SearchSpace
 from ecopt.storage import RUNNING_FILE, STUDY_FILE, TRIALS_FILE, StudyStorage
-from ecopt._search import meter_proposal, search_energy_j, split_search
-from ecopt._types import Params
-from ecopt.pruners import Pruner, get_pruner
 from ecopt.trial import (
     ErrorInfo,
     Intermediate,
