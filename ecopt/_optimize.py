@@ -16,11 +16,13 @@ What survives a stop:
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import TYPE_CHECKING, Any
 
+from ecopt._search import EnergyBudget
 from ecopt.errors import ExecutorLostError
 from ecopt.executors import Executor
 from ecopt.trial import ErrorInfo, Trial, TrialOutcome, TrialRecord
@@ -50,13 +52,15 @@ class OptimizeLoop:
     Attributes:
         done: Records of the trials this call ran, in the order they were saved.
         stop_reason: Why the loop stopped proposing (``"n_trials"``, ``"timeout"``,
-            ``"sampler exhausted"``, ``"stopped by study.stop()"``...).
+            ``"sampler exhausted"``, ``"stopped by study.stop()"``, the energy
+            budget with its numbers...).
     """
 
-    def __init__(self, study: Study, objective: Callable[[Trial], Any], n_trials: int,
+    def __init__(self, study: Study, objective: Callable[[Trial], Any], n_trials: int | None,
                  batch_size: int, executor: Executor, timeout_s: float | None,
                  progress: Progress, asynchronous: bool,
-                 callbacks: Sequence[Callback] = ()) -> None:
+                 callbacks: Sequence[Callback] = (), *,
+                 energy_budget_j: float | None = None) -> None:
         self.study = study
         self.objective = objective
         self.batch_size = batch_size
@@ -65,16 +69,32 @@ class OptimizeLoop:
         self.progress = progress
         self.asynchronous = asynchronous
         self.callbacks = list(callbacks)
-        self.to_start = n_trials
+        #: Trials still to start (``None`` in ``n_trials``: until a budget stops the call).
+        self.to_start = n_trials if n_trials is not None else sys.maxsize
         self.done: list[TrialRecord] = []
         self.in_flight: dict[Future[TrialOutcome], Trial] = {}
         self.stop_reason: str | None = None
+        self.budget = EnergyBudget(energy_budget_j) if energy_budget_j is not None else None
+        #: Joules of the trials this call ran (every state).
+        self.trials_j = 0.0
         self._t0 = time.monotonic()
+        self._proposals_j0 = study._proposal_energy_j
+
+    @property
+    def proposals_j(self) -> float:
+        """Joules of every proposal this call asked the sampler for."""
+        return self.study._proposal_energy_j - self._proposals_j0
+
+    @property
+    def spent_j(self) -> float:
+        """Joules this call spent: trials + proposals."""
+        return self.trials_j + self.proposals_j
 
     # -- recording -------------------------------------------------------------
     def _finish(self, t: Trial, out: TrialOutcome) -> None:
         rec = self.study.tell(t, outcome=out)
         self.done.append(rec)
+        self.trials_j += rec.energy_j
         self.progress.update(rec)
         for cb in self.callbacks:
             try:
@@ -146,12 +166,30 @@ class OptimizeLoop:
             self.stop_reason = f"timeout_s={self.timeout_s:g} reached"
             self.to_start = 0
             return False
+        if self.budget is not None and self._affordable(1)[0] == 0:
+            if not self.in_flight:  # nothing left to free room: the budget is spent
+                self.stop_reason = self._affordable(1)[1]
+                self.to_start = 0
+                log.info("energy budget: %s; no more trials start", self.stop_reason)
+            return False
         return True
+
+    def _affordable(self, want: int) -> tuple[int, str]:
+        """How many new trials the energy budget allows now (``want`` without a budget)."""
+        if self.budget is None:
+            return want, ""
+        self.budget.trials_j = self.trials_j
+        self.budget.proposals_j = self.proposals_j
+        return self.budget.affordable(self.study._records, len(self.in_flight),
+                                      self.study._proposal_shares, want)
 
     def _start_batch(self) -> bool:
         """Ask for and submit up to ``batch_size`` trials; False when the sampler has none."""
         free = self.ex.slots - len(self.in_flight)
-        asked = self.study.ask(min(self.batch_size, self.to_start, free))
+        n = self._affordable(min(self.batch_size, self.to_start, free))[0]
+        if n < 1:
+            return True  # the budget waits for trials in flight (see _may_start)
+        asked = self.study.ask(n)
         trials = asked if isinstance(asked, list) else [asked]
         if not trials:
             log.warning("the sampler has nothing left to propose; stopping")

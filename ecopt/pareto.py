@@ -32,7 +32,9 @@ if TYPE_CHECKING:
 __all__ = [
     "to_maximization",
     "non_dominated",
+    "nondominated_ranks",
     "hypervolume",
+    "hypervolume_contributions",
     "knee_point",
     "dominates",
     "infer_reference_point",
@@ -197,6 +199,89 @@ def hypervolume(Y: Sequence[Sequence[float]] | np.ndarray, ref_point: Sequence[f
         return 0.0
     Z = np.unique(Z[non_dominated(Z)], axis=0)
     return _hv_rec(Z, r)
+
+
+def nondominated_ranks(Y: Sequence[Sequence[float]] | np.ndarray,
+                       directions: Sequence[str] | None = None) -> np.ndarray:
+    """Non-dominated sorting: the front index of every row (0 = the Pareto front).
+
+    Rank ``k`` rows are non-dominated once the rows of ranks ``< k`` are
+    removed (NSGA-II's sorting). Rows with NaN get rank ``n`` (after every
+    real front).
+
+    Returns:
+        An ``(n,)`` int array.
+    """
+    Z = to_maximization(Y, directions)
+    n = Z.shape[0]
+    ranks = np.full(n, n, dtype=int)
+    if n == 0:
+        return ranks
+    left = np.flatnonzero(~np.isnan(Z).any(axis=1))
+    k = 0
+    while left.size:
+        mask = non_dominated(Z[left])
+        ranks[left[mask]] = k
+        left = left[~mask]
+        k += 1
+    return ranks
+
+
+def hypervolume_contributions(Y: Sequence[Sequence[float]] | np.ndarray,
+                              ref_point: Sequence[float] | np.ndarray,
+                              directions: Sequence[str] | None = None) -> np.ndarray:
+    """Each row's exclusive hypervolume: what the set loses without that row.
+
+    ``HV(Y) - HV(Y without row i)``. Dominated rows, rows with NaN and rows not
+    better than ``ref_point`` in every objective contribute 0; so do exact
+    duplicates (each covers the other).
+
+    Args:
+        Y: ``(n, M)`` objective values.
+        ref_point: ``(M,)`` reference point in the same units and directions.
+        directions: ``"max"``/``"min"`` per objective (default all ``"max"``).
+
+    Returns:
+        An ``(n,)`` float array, ``>= 0``.
+    """
+    Z = to_maximization(Y, directions)
+    r = to_maximization(np.asarray(ref_point, dtype=float).reshape(1, -1), directions)[0]
+    n = Z.shape[0]
+    out = np.zeros(n)
+    if n == 0:
+        return out
+    if Z.shape[1] != r.shape[0]:
+        raise ValueError(f"ref_point has {r.shape[0]} values for {Z.shape[1]} objectives")
+    ok = ~np.isnan(Z).any(axis=1) & np.all(Z > r, axis=1)
+    idx = np.flatnonzero(ok)
+    if idx.size == 0:
+        return out
+    front = idx[non_dominated(Z[idx])]
+    F = Z[front]
+    if front.size < idx.size:
+        # Without a front point, rows it dominated may fill part of its box:
+        # count what really goes (leave one out over every valid row).
+        V = Z[idx]
+        total = hypervolume(V, r)
+        for i in front:
+            out[i] = max(total - hypervolume(V[idx != i], r), 0.0)
+        return out
+    if F.shape[1] == 2:
+        # Sorted by the first objective (descending), each point's exclusive box
+        # reaches to its neighbours; duplicates share theirs and keep 0.
+        order = np.lexsort((-F[:, 1], -F[:, 0]))
+        P = F[order]
+        for k in range(P.shape[0]):
+            x_lo = P[k + 1, 0] if k + 1 < P.shape[0] else r[0]
+            y_lo = P[k - 1, 1] if k > 0 else r[1]
+            out[front[order[k]]] = max(P[k, 0] - x_lo, 0.0) * max(P[k, 1] - y_lo, 0.0)
+        return out
+    total = _hv_rec(np.unique(F, axis=0), r)
+    for j, i in enumerate(front):
+        rest = np.delete(F, j, axis=0)
+        rest = np.unique(rest[non_dominated(rest)], axis=0) if rest.shape[0] else rest
+        out[i] = max(total - (_hv_rec(rest, r) if rest.shape[0] else 0.0), 0.0)
+    return out
 
 
 def knee_point(Y: Sequence[Sequence[float]] | np.ndarray,

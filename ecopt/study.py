@@ -23,15 +23,17 @@ from typing import Any, overload
 import numpy as np
 
 from ecopt import pareto
+from ecopt._search import meter_proposal, search_energy_j, split_search
+from ecopt._types import Params
 from ecopt._version import __version__
 from ecopt.errors import EcoptError, MissingSpecError, SpecMismatchError, TrialPruned
 from ecopt.executors import Executor, get_executor
 from ecopt.meters import Meter, get_meter
 from ecopt.objective import Constraint, Objective, validate_objectives
+from ecopt.pruners import Pruner, get_pruner
 from ecopt.samplers import Proposal, Sampler, get_sampler
 from ecopt.space import SearchSpace
 from ecopt.storage import RUNNING_FILE, STUDY_FILE, TRIALS_FILE, StudyStorage
-from ecopt.pruners import Pruner, get_pruner
 from ecopt.trial import (
     ErrorInfo,
     Intermediate,
@@ -40,6 +42,7 @@ from ecopt.trial import (
     TrialRecord,
     TrialState,
     interrupted_record,
+    with_state,
 )
 
 __all__ = ["Study", "load_study"]
@@ -133,6 +136,9 @@ class Study:
         self._optimizing = False
         #: Why the last :meth:`optimize` call stopped proposing (``None`` before one ran).
         self.stop_reason: str | None = None
+        # Joules of every proposal this object made, and each proposed trial's share.
+        self._proposal_energy_j = 0.0
+        self._proposal_shares: list[float] = []
 
         if _readonly:
             self.sampler: Sampler | None = None
@@ -386,6 +392,12 @@ class Study:
             ) -> Trial | list[Trial]:
         """Start new trials.
 
+        The sampler's proposal (model fits, acquisition optimisation) is
+        metered with the study's meter; each trial keeps its share in
+        ``trial.proposal["search"]`` (see docs/trial-log.md). The sampler sees
+        pruned trials at the final values their pruning judged
+        (:meth:`_records_for_sampler`).
+
         Args:
             n: How many (q proposals that know of each other). ``None`` returns
                one :class:`Trial`; an integer returns a list.
@@ -406,14 +418,23 @@ class Study:
             if isinstance(k, bool) or not isinstance(k, int) or k < 1:
                 raise ValueError(f"n >= 1 must hold, got n={n!r}")
             pending = [t.params for t in self._running.values()]
-            proposals = list(self.sampler.propose(self.space, self.records, pending, k))
-            if len(proposals) > k:
-                warnings.warn(f"sampler {self.sampler.name!r} returned {len(proposals)} proposals "
+            seen, more = self._records_for_sampler()
+            pending += more
+            sampler = self.sampler
+            got, search, energy = meter_proposal(
+                self.meter, lambda: list(sampler.propose(self.space, seen, pending, k)))
+            self._proposal_energy_j += energy
+            if len(got) > k:
+                warnings.warn(f"sampler {self.sampler.name!r} returned {len(got)} proposals "
                               f"for n={k}; the extra ones are dropped", RuntimeWarning,
                               stacklevel=2)
-                proposals = proposals[:k]
+                got = got[:k]
             proposals = [p if isinstance(p, Proposal) else Proposal(dict(p), self.sampler.name, {})
+                         for p in got]
+            share = split_search(search, len(proposals)) if proposals else search
+            proposals = [Proposal(p.params, p.proposed_by, {**p.info, "search": dict(share)})
                          for p in proposals]
+            self._proposal_shares.extend(search_energy_j(share) for _ in proposals)
         trials: list[Trial] = []
         for p in proposals:
             params_ok = self.space.validate(p.params)
@@ -433,6 +454,43 @@ class Study:
                 raise EcoptError("the sampler has nothing left to propose (grid exhausted?)")
             return trials[0]
         return trials
+
+    def _records_for_sampler(self) -> tuple[list[TrialRecord], list[Params]]:
+        """What the sampler learns from: the records, pruned trials at their judged values.
+
+        Samplers model complete trials only. A pruned trial left out would look
+        as promising as before it was stopped, and be proposed again and again;
+        so the sampler sees it as complete, at the final values its pruning
+        judged (:func:`ecopt.pruners._curves.imputed_final`: the pruner's
+        prediction, else its last report with energy carried on linearly).
+        The trial log keeps it ``pruned``. Where that is not possible (an
+        objective never reported, or constraints to satisfy) it is passed as
+        pending instead, so at least it is not proposed again.
+
+        Returns:
+            ``(records, extra pending params)``.
+        """
+        pruned = [r for r in self._records if r.state is TrialState.PRUNED]
+        if not pruned:
+            return self.records, []
+        from ecopt.pruners._curves import CurvePruner, ObjectiveView, imputed_final
+
+        energy = self.pruner.energy_objective if isinstance(self.pruner, CurvePruner) else "auto"
+        view = ObjectiveView.of(self.objectives, energy)
+        steps = [r.intermediate[-1].step for r in self._records
+                 if r.state is TrialState.COMPLETE and r.intermediate]
+        final_step = max(steps) if steps else None
+        out: list[TrialRecord] = []
+        pending: list[Params] = []
+        for r in self._records:
+            if r.state is TrialState.PRUNED:
+                vals = None if self.constraints else imputed_final(r, view, final_step)
+                if vals is None:
+                    pending.append(r.params)
+                    continue
+                r = with_state(r, state=TrialState.COMPLETE, values=vals, feasible=True)
+            out.append(r)
+        return out, pending
 
     def _save_report(self, trial: Trial, point: Intermediate) -> None:
         """Keep an intermediate report on disk as it is made (an interrupted trial keeps its curve)."""
@@ -609,11 +667,12 @@ class Study:
                 dict(t.user_attrs), t.started_at, t.duration_s(),
                 ErrorInfo("Interrupted", why, ""), intermediate=tuple(t.intermediate)))
 
-    def optimize(self, objective: ObjectiveFn, n_trials: int, batch_size: int = 1,
+    def optimize(self, objective: ObjectiveFn, n_trials: int | None = None, batch_size: int = 1,
                  executor: str | Executor = "local", timeout_s: float | None = None,
                  show_progress: bool | None = None, *, asynchronous: bool = True,
-                 callbacks: Sequence[Callback] = (), live: bool = False) -> list[TrialRecord]:
-        """Run ``n_trials`` more trials.
+                 callbacks: Sequence[Callback] = (), live: bool = False,
+                 energy_budget_j: float | None = None) -> list[TrialRecord]:
+        """Run ``n_trials`` more trials (or until a time or energy budget is spent).
 
         With an executor that runs several trials at once (``"processes"``,
         :class:`~ecopt.DaskExecutor`), up to ``executor.slots`` trials are in
@@ -628,7 +687,9 @@ class Study:
                 metrics. Exceptions, NaN or wrong names fail that trial only.
                 Executors with worker processes need it picklable (a
                 module-level function or class instance).
-            n_trials: How many trials to run in this call (``>= 1``).
+            n_trials: How many trials to run in this call (``>= 1``); ``None``
+                runs until ``timeout_s`` or ``energy_budget_j`` stops it (one of
+                the three is needed).
             batch_size: ``q``, proposals made together per round (at most the
                 executor's free slots).
             executor: ``"local"``, ``"processes"``, ``"dask"`` or an
@@ -649,15 +710,26 @@ class Study:
                 output) as each trial finishes (:class:`ecopt.report.live.LiveFront`,
                 a callback run after the others). Outside a notebook it does
                 nothing but warn.
+            energy_budget_j: Joules this call may spend: the energy of its trials
+                plus that of the proposals made for them (metered with the
+                study's meter). A trial predicted to overrun the budget is not
+                started (predicted as the 95% quantile of the complete trials'
+                energies plus its proposal's); trials in flight finish. Until
+                one trial has finished, trials start one at a time. A trial
+                that costs more than predicted can still take the total over.
+                See docs/energy-aware-search.md.
 
         Returns:
             The records of the trials this call ran. Why the call stopped
-            proposing is in :attr:`stop_reason`.
+            proposing is in :attr:`stop_reason` (logged, and kept in
+            ``study.json`` for ``ecopt show``).
 
         Raises:
-            ValueError: for ``n_trials < 1`` or ``batch_size < 1``, or an
-                objective the executor cannot send to its workers (unpicklable),
-                before any trial starts.
+            ValueError: for ``n_trials < 1``, ``batch_size < 1``, a
+                non-positive ``timeout_s`` or ``energy_budget_j``, no limit at
+                all, an energy budget with a meter that reads no energy, or an
+                objective the executor cannot send to its workers
+                (unpicklable), before any trial starts.
             ExecutorLostError: the executor went away (the Dask scheduler
                 stopped); trials that had finished were recorded with their
                 results and those in flight as failed (``Interrupted``), so the
@@ -671,10 +743,22 @@ class Study:
         if not callable(objective):
             raise ValueError(f"objective must be callable, got {objective!r}")
         for what, v in (("n_trials", n_trials), ("batch_size", batch_size)):
+            if what == "n_trials" and v is None:
+                continue
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{what} >= 1 must hold, got {what}={v!r}")
         if timeout_s is not None and not timeout_s > 0:
             raise ValueError(f"timeout_s > 0 must hold, got {timeout_s}")
+        if energy_budget_j is not None:
+            if isinstance(energy_budget_j, bool) or not isinstance(
+                    energy_budget_j, (int, float, np.integer, np.floating)) \
+                    or not (math.isfinite(energy_budget_j) and energy_budget_j > 0):
+                raise ValueError(f"energy_budget_j > 0 must hold (a finite number of joules), "
+                                 f"got energy_budget_j={energy_budget_j!r}")
+            self._check_meter_reads_energy()
+        if n_trials is None and timeout_s is None and energy_budget_j is None:
+            raise ValueError("optimize() needs a limit: n_trials, timeout_s or energy_budget_j "
+                             "(got none of them)")
         callbacks = list(callbacks)
         for cb in callbacks:
             if not callable(cb):
@@ -700,7 +784,8 @@ class Study:
         progress = Progress(self, n_trials, enabled=show_progress)
         self._stop_requested = False
         loop = OptimizeLoop(self, objective, n_trials, batch_size, ex, timeout_s, progress,
-                            asynchronous, callbacks)
+                            asynchronous, callbacks, energy_budget_j=energy_budget_j)
+        started_at = _now_iso()
         self._optimizing = True
         try:
             done = loop.run()
@@ -711,13 +796,44 @@ class Study:
             progress.close()
             if owns_executor:
                 ex.close()
-        log.info("optimize stopped: %s (%d trials run)", loop.stop_reason, len(done))
+            self._record_optimize_call(loop, started_at, n_trials, timeout_s, energy_budget_j)
+        log.info("optimize stopped: %s (%d trials run; %s J spent by trials + proposals)",
+                 loop.stop_reason, len(done), f"{loop.spent_j:.6g}")
         from ecopt.executors.overlap import shared_host_energy_note
 
         note = shared_host_energy_note(done)
         if note:
             log.warning(note)
         return done
+
+    def _check_meter_reads_energy(self) -> None:
+        """An energy budget needs joules: probe the meter with one empty window."""
+        assert self.meter is not None
+        try:
+            m = self.meter.stop(self.meter.start())
+        except Exception as exc:  # noqa: BLE001 - said as a ValueError below
+            raise ValueError(f"energy_budget_j needs a working meter; meter "
+                             f"{self.meter.name!r} failed: {type(exc).__name__}: {exc}") from exc
+        if not m.components:
+            raise ValueError(f"energy_budget_j needs a meter that reads energy; meter "
+                             f"{self.meter.name!r} records durations only (use meter='auto', "
+                             "'nvml', 'rapl', 'codecarbon' or 'estimate')")
+
+    def _record_optimize_call(self, loop: Any, started_at: str, n_trials: int | None,
+                              timeout_s: float | None, energy_budget_j: float | None) -> None:
+        """Keep why an optimize() call stopped, and what it spent, in ``study.json``."""
+        if self._storage is None or not isinstance(self.spec.get("sessions"), list) \
+                or not self.spec["sessions"]:
+            return
+        entry = {"started_at": started_at, "ended_at": _now_iso(), "n_trials": n_trials,
+                 "trials_run": len(loop.done), "timeout_s": timeout_s,
+                 "energy_budget_j": energy_budget_j, "stop_reason": loop.stop_reason,
+                 "trial_energy_j": loop.trials_j, "proposal_energy_j": loop.proposals_j}
+        try:
+            self.spec["sessions"][-1].setdefault("optimize", []).append(entry)
+            self._storage.write_spec(self.spec)
+        except Exception as exc:  # noqa: BLE001 - the trials are saved; this is a note
+            log.warning("could not record the optimize() summary in study.json: %s", exc)
 
     def stop(self) -> None:
         """Ask a running :meth:`optimize` to start no new trial (those in flight finish).

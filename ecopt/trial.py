@@ -707,6 +707,8 @@ def run_objective(objective: Callable[[Trial], Any], trial: Trial) -> TrialOutco
         pruned = True
         why = str(exc) or (trial._decision.reason if trial._decision is not None else "")
         error = ErrorInfo("TrialPruned", why or "the objective raised TrialPruned", "")
+        if trial._decision is not None and trial._decision.prune:  # the numbers behind it
+            trial.user_attrs.setdefault("pruning", dict(trial._decision.info))
     except Exception as exc:  # noqa: BLE001 - a failing trial never kills a study
         error = ErrorInfo.from_exception(exc)
         infeasible = is_out_of_memory(exc)

@@ -180,7 +180,7 @@ def test_compare(run, tmp_path, capsys):
     assert main(["compare", str(run), str(other), "-o", str(out)]) == 0
     o = capsys.readouterr().out
     assert "shared reference point: accuracy=" in o and "(inferred from all studies)" in o
-    assert "run" in o and "other" in o and "search energy J (estimated)" in o
+    assert "run" in o and "other" in o and "search energy J (estimated) (trials + proposals)" in o
     assert out.is_file()
     assert main(["compare", str(run), str(other), "--ref-point", "0,0"]) == 0
     assert "accuracy=0, samples_per_joule=0" in capsys.readouterr().out

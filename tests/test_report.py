@@ -104,9 +104,12 @@ def test_hypervolume_series_is_monotone_and_ends_at_study_hypervolume(which, req
     recs = sorted(study.records, key=lambda r: r.number)
     assert [p.trial for p in data.hv_series] == [r.number for r in recs]
     assert [p.n_trials for p in data.hv_series] == list(range(1, len(recs) + 1))
-    np.testing.assert_allclose([p.cumulative_energy_j for p in data.hv_series],
-                               np.cumsum([r.energy_j for r in recs]))
-    assert data.search_energy_j == pytest.approx(sum(r.energy_j for r in recs))
+    # ...of trials and of the proposals that made them (metered in ask()).
+    spent = [r.energy_j + (r.proposal["search"]["energy_j"] or 0.0) for r in recs]
+    np.testing.assert_allclose([p.cumulative_energy_j for p in data.hv_series], np.cumsum(spent))
+    assert data.search_energy_j == pytest.approx(sum(spent))
+    assert data.trial_energy_j == pytest.approx(sum(r.energy_j for r in recs))
+    assert 0 < data.proposal_energy_j == pytest.approx(data.search_energy_j - data.trial_energy_j)
 
 
 def test_three_objective_reference_point_uses_threshold(study3):
@@ -141,8 +144,8 @@ def test_payback_arithmetic(study2):
     assert pb.best_trial == best_front
     assert pb.baseline_j_per_item == pytest.approx(jpi[baseline])
     assert pb.best_j_per_item == pytest.approx(jpi[best_front])
-    search = sum(r.energy_j for r in study.records)
-    assert pb.search_energy_j == pytest.approx(search)
+    search = sum(r.energy_j + r.proposal["search"]["energy_j"] for r in study.records)
+    assert pb.search_energy_j == pytest.approx(search)  # trials + proposals
     assert pb.items_to_recover == pytest.approx(search / (jpi[baseline] - jpi[best_front]))
     assert pb.estimated
     text = pb.describe()
@@ -193,7 +196,10 @@ def test_phase_energy_and_provenance(study2):
         assert pe.measured is False and pe.meter == "estimate"
         assert pe.energy_j == pytest.approx(data.record(pe.trial).phases[pe.phase].energy_j)
     assert data.energy_estimated and not data.energy_measured_any
-    assert {p.source for p in data.provenance} == {"estimate-cpu-time", "estimate-ram"}
+    assert {p.source for p in data.provenance if p.component != "proposals"} == \
+        {"estimate-cpu-time", "estimate-ram"}
+    props = [p for p in data.provenance if p.component == "proposals"]
+    assert [(p.meter, p.measured) for p in props] == [("estimate", False)]
     assert sum(p.energy_j for p in data.provenance) == pytest.approx(data.search_energy_j)
 
 
@@ -219,6 +225,9 @@ def test_measured_energy_has_no_estimate_flag(tmp_path, study2):
             ph["meter"] = "nvml"
             ph["components"] = {"gpu:0": {"energy_j": ph["energy_j"], "source": "nvml-energy-counter",
                                           "measured": True}}
+        # The same meter measured the proposals (an estimated proposal would flag the study).
+        d["proposal"]["search"].update(measured=True, meter="nvml",
+                                       source="gpu:0=nvml-energy-counter")
         lines.append(json.dumps(d))
     (dst / "trials.jsonl").write_text("\n".join(lines) + "\n")
     data = build_report(dst)

@@ -133,6 +133,8 @@ def test_no_banner_when_every_joule_was_measured(run, tmp_path):
             ph["measured"] = True
             ph["components"] = {"gpu:0": {"energy_j": ph["energy_j"],
                                           "source": "nvml-energy-counter", "measured": True}}
+        if "search" in d["proposal"]:  # the proposals were metered by the same hardware
+            d["proposal"]["search"].update(measured=True, source="gpu:0=nvml-energy-counter")
         lines.append(json.dumps(d))
     (dst / "trials.jsonl").write_text("\n".join(lines) + "\n")
     page = render_html(build_report(dst), {})

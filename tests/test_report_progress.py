@@ -32,8 +32,9 @@ def test_bar_shows_trials_hypervolume_and_estimated_energy(tmp_path):
         recs = s.optimize(objective, n_trials=4, show_progress=False)
         buf = io.StringIO()
         p = Progress(s, total=4, enabled=True, file=buf)
-        # A resumed study: the energy spent earlier is counted from the start.
-        assert p.energy_j == pytest.approx(sum(r.energy_j for r in recs))
+        # A resumed study: the energy spent earlier (trials + proposals) counts from the start.
+        assert p.energy_j == pytest.approx(sum(r.energy_j + r.proposal["search"]["energy_j"]
+                                               for r in recs))
         p.energy_j = 0.0
         for r in recs:
             p.update(r)
@@ -44,7 +45,8 @@ def test_bar_shows_trials_hypervolume_and_estimated_energy(tmp_path):
     assert f"hv={s.hypervolume():.4g}" in text
     assert f"front={len(s.best_trials())}" in text
     assert "J (estimated)" in text
-    assert p.energy_label == f"{sum(r.energy_j for r in recs):.4g} J (estimated)"
+    spent = sum(r.energy_j + r.proposal["search"]["energy_j"] for r in recs)
+    assert p.energy_label == f"{spent:.4g} J (estimated)"
 
 
 def test_optimize_progress_goes_to_stderr_and_quiet_mode(tmp_path, capsys, monkeypatch):

@@ -1,6 +1,10 @@
 """Multi-objective early stopping: pruners that stop trials heading off the front.
 
-Off by default; choose one with ``ecopt.Study(..., pruner=...)``. An objective
+Off by default; choose one with ``ecopt.Study(..., pruner=...)``:
+``"hyperband"`` (:class:`HyperbandPruner`, asynchronous successive halving
+ranked by Pareto fronts and hypervolume contribution) or ``"dominance"``
+(:class:`DominancePruner`, learning-curve extrapolation: stop when the
+predicted final point is dominated with high probability). An objective
 reports its learning curve with :meth:`ecopt.Trial.report`, asks
 :meth:`ecopt.Trial.should_stop`, and raises :class:`ecopt.TrialPruned`.
 """
@@ -12,11 +16,14 @@ from typing import Any
 
 from ecopt.pruners.base import Decision, NopPruner, Pruner
 
-__all__ = ["Pruner", "Decision", "NopPruner", "get_pruner", "PRUNERS"]
+__all__ = ["Pruner", "Decision", "NopPruner", "HyperbandPruner", "DominancePruner",
+           "get_pruner", "PRUNERS"]
 
 #: Pruner names accepted by ``Study(pruner=...)`` -> (module, class).
 PRUNERS: dict[str, tuple[str, str]] = {
     "none": ("ecopt.pruners.base", "NopPruner"),
+    "hyperband": ("ecopt.pruners.hyperband", "HyperbandPruner"),
+    "dominance": ("ecopt.pruners.dominance", "DominancePruner"),
 }
 
 

@@ -21,6 +21,7 @@ Example:
 
 from __future__ import annotations
 
+import numbers
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -83,6 +84,12 @@ class Pruner(ABC):
         return {"name": self.name, **{k: v for k, v in vars(self).items()
                                       if not k.startswith("_") and k not in
                                       ("objectives", "constraints")}}
+
+
+def check_int(name: str, value: Any, low: int) -> None:
+    """Raise ``ValueError`` unless ``value`` is an integer ``>= low`` (a pruner setting)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
 
 
 class NopPruner(Pruner):

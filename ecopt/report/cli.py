@@ -208,7 +208,7 @@ def compare_main(args: argparse.Namespace) -> int:
     rows = [[e.name, e.sampler, e.n_trials, e.n_complete, len(e.front_numbers), e.hypervolume,
              e.search_energy_j, e.host] for e in data.entries]
     print(_table(["study", "sampler", "trials", "complete", "front", "hypervolume",
-                  f"search energy J{est}", "host"], rows))
+                  f"search energy J{est} (trials + proposals)", "host"], rows))
     if args.out:
         from ecopt.report import figures as plot
 
@@ -275,8 +275,12 @@ def show_text(data: ReportData, color: bool = False) -> str:
     if data.sobol_fallbacks:
         out.append(_FALLBACK_SLOT)
     est = " (estimated)" if data.energy_estimated else ""
-    out.append(f"search energy: {fmt_number(data.search_energy_j)} J{est} over "
+    out.append(f"search energy (trials + proposals): {fmt_number(data.search_energy_j)} J{est} "
+               f"= {fmt_number(data.trial_energy_j)} J in trials + "
+               f"{fmt_number(data.proposal_energy_j)} J in proposals, over "
                f"{fmt_number(data.search_duration_s)} s of trials")
+    if data.stop_reason:
+        out.append(f"last optimize() stopped: {data.stop_reason}")
     if data.reference_point is not None:
         out.append(f"hypervolume: {data.hypervolume:.6g} (reference point "
                    + ", ".join(f"{fmt_number(v)}" for v in data.reference_point)
@@ -304,7 +308,7 @@ def show_text(data: ReportData, color: bool = False) -> str:
             out.append(f"  {name}: trial {n} ({data.record(n).values[name]:.6g})")
     bad = [r for r in data.records if r.error is not None]
     if bad:
-        out.append(f"\nfailed / infeasible trials ({len(bad)}):")
+        out.append(f"\nfailed / infeasible / pruned trials ({len(bad)}):")
         for r in bad[:20]:
             assert r.error is not None
             msg = r.error.message.splitlines()[0] if r.error.message else ""

@@ -13,11 +13,13 @@ What is computed:
   study's final :meth:`Study.reference_point`), so the series never decreases
   and its last value equals :meth:`Study.hypervolume`. Each point also carries
   the energy the search had spent by then (every phase of every trial, failed
-  ones included).
+  and pruned ones included, plus their proposals).
 * **Per-phase energy** of each front trial, with the source of each component.
 * **Search energy and payback**: the joules of every measured phase of every
-  trial, and how many items (inferences, tokens...) at the most efficient
-  front point recover them compared with a baseline trial::
+  trial plus those of every proposal the sampler made for them (model fits
+  and acquisition optimisation, ``proposal["search"]`` in the log), and how
+  many items (inferences, tokens...) at the most efficient front point
+  recover them compared with a baseline trial::
 
       items_to_recover = search_energy_j / (baseline_j_per_item - best_j_per_item)
 
@@ -45,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ecopt import pareto
+from ecopt._search import proposal_energy_j
 from ecopt.objective import Constraint, Objective
 from ecopt.report.fmt import fmt_number
 from ecopt.trial import TrialRecord, TrialState
@@ -98,7 +101,8 @@ class HypervolumePoint:
     Attributes:
         trial: Trial number just added.
         n_trials: How many trials (any state) are counted so far.
-        cumulative_energy_j: Joules spent by those trials (every phase, failed ones too).
+        cumulative_energy_j: Joules spent by those trials (every phase, failed ones too)
+            and by the proposals that made them.
         hypervolume: Hypervolume of the feasible complete trials so far, against
             the report's fixed reference point.
     """
@@ -172,7 +176,8 @@ class Payback:
         best_trial: The front trial with the fewest joules per item in ``phase``.
         baseline_j_per_item: Joules per item of the baseline.
         best_j_per_item: Joules per item of the best front trial.
-        search_energy_j: Joules the search spent (every phase of every trial).
+        search_energy_j: Joules the search spent (every phase of every trial, plus
+            every proposal).
         estimated: Whether any of these joules were estimated.
     """
 
@@ -205,8 +210,10 @@ class Payback:
             return (f"Trial {self.best_trial} uses {fmt_number(self.best_j_per_item)} J{est} per "
                     f"{self.phase} item, no less than baseline trial {self.baseline_trial} "
                     f"({fmt_number(self.baseline_j_per_item)} J{est}): the search's "
-                    f"{fmt_number(self.search_energy_j)} J{est} are never recovered in this phase.")
-        return (f"The search spent {fmt_number(self.search_energy_j)} J{est}. Running trial "
+                    f"{fmt_number(self.search_energy_j)} J{est} (trials + proposals) are never "
+                    "recovered in this phase.")
+        return (f"The search spent {fmt_number(self.search_energy_j)} J{est} (trials + "
+                f"proposals). Running trial "
                 f"{self.best_trial} ({fmt_number(self.best_j_per_item)} J per {self.phase} item) "
                 f"instead of baseline trial {self.baseline_trial} "
                 f"({fmt_number(self.baseline_j_per_item)} J per item) saves "
@@ -234,7 +241,8 @@ class ReportData:
         hv_series: One :class:`HypervolumePoint` per trial, by trial number.
         phase_energy: :class:`PhaseEnergy` of every phase of every front trial.
         phases: Every phase name seen, in first-seen order.
-        search_energy_j: Joules of every phase of every trial.
+        search_energy_j: Joules of the search: every phase of every trial plus
+            every proposal (``trial_energy_j + proposal_energy_j``).
         search_duration_s: Wall-clock seconds summed over trials.
         energy_estimated: Whether any joule in the study was estimated.
         energy_measured_any: Whether any joule was measured by hardware.
@@ -253,6 +261,11 @@ class ReportData:
             to a Sobol point (``proposal["fallback"]`` says why).
         model_proposals: Trials proposed by a model-based sampler or its fallback
             (the "n" of "k of n proposals fell back to Sobol").
+        trial_energy_j: Joules of every phase of every trial.
+        proposal_energy_j: Joules of the sampler's proposals (their share per trial,
+            summed); 0 when the meter read none or the log predates metering.
+        optimize_calls: What each ``optimize()`` call recorded in ``study.json``
+            (``stop_reason``, budgets, energy spent), oldest first.
         warnings: Problems with the log or the request (skipped lines, no
             complete trial, unusable baseline); each is shown in the report.
         generated_at: When the report data was computed (ISO 8601 UTC).
@@ -288,6 +301,17 @@ class ReportData:
     model_proposals: int = 0
     warnings: tuple[str, ...] = ()
     generated_at: str = ""
+    trial_energy_j: float = 0.0
+    proposal_energy_j: float = 0.0
+    optimize_calls: tuple[dict[str, Any], ...] = ()
+
+    @property
+    def stop_reason(self) -> str | None:
+        """Why the last ``optimize()`` call stopped, when the log says."""
+        for call in reversed(self.optimize_calls):
+            if call.get("stop_reason"):
+                return str(call["stop_reason"])
+        return None
 
     # -- convenience ----------------------------------------------------------
     @property
@@ -354,7 +378,7 @@ class CompareEntry:
         front_numbers: Trial numbers of those rows.
         hypervolume: Hypervolume against the shared reference point.
         hv_series: Hypervolume after each trial against the shared reference point.
-        search_energy_j: Joules the search spent.
+        search_energy_j: Joules the search spent (trials + proposals).
         energy_estimated: Whether any joule was estimated.
         sampler: Sampler name from ``study.json``.
         host: CPU model / GPUs line from ``study.json``.
@@ -532,7 +556,7 @@ def hypervolume_series(records: Sequence[TrialRecord], objectives: Sequence[Obje
     hv = 0.0
     incremental = False
     for rec in trials:
-        energy += rec.energy_j
+        energy += rec.energy_j + proposal_energy_j(rec)
         if r is not None and rec.state is TrialState.COMPLETE and rec.feasible:
             z = signs * np.array([rec.values[n] for n in names], dtype=float)
             useful = bool(np.all(z > r)) and not (
@@ -569,7 +593,18 @@ def _phase_energy(record: TrialRecord) -> list[PhaseEnergy]:
     return out
 
 
+def _optimize_calls(spec: dict[str, Any]) -> tuple[dict[str, Any], ...]:
+    """Every ``optimize()`` summary in ``study.json``'s sessions, oldest first."""
+    out: list[dict[str, Any]] = []
+    sessions = spec.get("sessions")
+    for sess in sessions if isinstance(sessions, list) else []:
+        calls = sess.get("optimize") if isinstance(sess, dict) else None
+        out += [c for c in calls if isinstance(c, dict)] if isinstance(calls, list) else []
+    return tuple(out)
+
+
 def _provenance(records: Sequence[TrialRecord]) -> tuple[Provenance, ...]:
+    """Joules by (meter, component, source); proposals are the component ``proposals``."""
     acc: dict[tuple[str, str, str, bool], list[Any]] = {}
     for r in records:
         for p in r.phases.values():
@@ -578,6 +613,13 @@ def _provenance(records: Sequence[TrialRecord]) -> tuple[Provenance, ...]:
                 key = (m.meter, comp, c.source, c.measured)
                 slot = acc.setdefault(key, [0.0, c.note])
                 slot[0] += c.energy_j
+        search = r.proposal.get("search") if isinstance(r.proposal, dict) else None
+        e = proposal_energy_j(r)
+        if isinstance(search, dict) and search.get("energy_j") is not None:
+            key = (str(search.get("meter", "?")), "proposals", str(search.get("source", "?")),
+                   bool(search.get("measured", False)))
+            slot = acc.setdefault(key, [0.0, None])
+            slot[0] += e
     return tuple(Provenance(k[0], k[1], k[2], k[3], v[0], v[1]) for k, v in acc.items())
 
 
@@ -698,7 +740,9 @@ def build_report(source: Study | str | Path, *, baseline: int | None = None,
     prov = _provenance(records)
     estimated = any(not p.measured for p in prov)
     measured_any = any(p.measured for p in prov)
-    search_j = float(sum(r.energy_j for r in records))
+    trial_j = float(sum(r.energy_j for r in records))
+    proposal_j = float(sum(proposal_energy_j(r) for r in records))
+    search_j = trial_j + proposal_j
 
     counts = {"complete": 0, "violates_constraints": 0, "failed": 0, "infeasible": 0,
               "pruned": 0}
@@ -788,6 +832,9 @@ def build_report(source: Study | str | Path, *, baseline: int | None = None,
                             or r.proposed_by not in ("sobol", "random", "grid", "user")),
         warnings=tuple(warn_list),
         generated_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        trial_energy_j=trial_j,
+        proposal_energy_j=proposal_j,
+        optimize_calls=_optimize_calls(spec),
     )
 
 
@@ -920,7 +967,7 @@ def build_compare(sources: Sequence[Study | str | Path],
             name=name, path=str(st.path or ""), n_trials=len(recs), n_complete=len(_ok(recs)),
             front_values=fvals, front_numbers=front, hypervolume=float(hv),
             hv_series=hypervolume_series(recs, st.objectives, ref),
-            search_energy_j=float(sum(r.energy_j for r in recs)),
+            search_energy_j=float(sum(r.energy_j + proposal_energy_j(r) for r in recs)),
             energy_estimated=any(not p.measured for p in prov),
             sampler=str(sampler.get("name", "")) if isinstance(sampler, dict) else str(sampler),
             host=host_line, warnings=tuple(w)))

@@ -168,7 +168,11 @@ def _summary(data: ReportData) -> str:
     if data.knee is not None:
         rows.append(("knee of the front", f"trial {data.knee}"))
     est = " (estimated)" if data.energy_estimated else ""
-    rows.append(("energy spent by the search", f"{_num(data.search_energy_j)} J{est}"))
+    rows.append(("energy spent by the search (trials + proposals)",
+                 f"{_num(data.search_energy_j)} J{est} ({_num(data.trial_energy_j)} J + "
+                 f"{_num(data.proposal_energy_j)} J)"))
+    if data.stop_reason:
+        rows.append(("last optimize() stopped", data.stop_reason))
     rows.append(("trial time, summed", f"{_num(data.search_duration_s)} s"))
     return _kv(rows)
 
@@ -253,14 +257,17 @@ def _failures(data: ReportData) -> str:
               if r.error.traceback else "")
         items.append(f"<li>trial {_e(r.number)} <b class=\"state-{_e(r.state.value)}\">"
                      f"{_e(r.state.value)}</b>: {_e(r.error.type)}: {_e(r.error.message)}{tb}</li>")
-    return f"<h2 id=\"failures\">Failed and infeasible trials</h2><ul>{''.join(items)}</ul>"
+    return (f"<h2 id=\"failures\">Failed, infeasible and pruned trials</h2>"
+            f"<ul>{''.join(items)}</ul>")
 
 
 def _payback(data: ReportData) -> str:
     est = " (estimated)" if data.energy_estimated else ""
-    parts = [f"<p>The search spent <b>{_e(_num(data.search_energy_j))} J{_e(est)}</b> inside "
-             f"the trials' measured phases ({_e(len(data.records))} trials, failed ones "
-             "included). Sampler overhead (model fitting between trials) is not metered.</p>"]
+    parts = [f"<p>The search spent <b>{_e(_num(data.search_energy_j))} J{_e(est)}</b> "
+             f"(trials + proposals): {_e(_num(data.trial_energy_j))} J inside the trials' "
+             f"measured phases ({_e(len(data.records))} trials, failed and pruned ones "
+             f"included) and {_e(_num(data.proposal_energy_j))} J in the sampler's proposals "
+             "(model fitting and acquisition optimisation, metered like a phase).</p>"]
     pb = data.payback
     if pb is not None:
         n = pb.items_to_recover

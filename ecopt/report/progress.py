@@ -59,7 +59,7 @@ class Progress:
         done: Trials finished in this call.
     """
 
-    def __init__(self, study: Study, total: int, enabled: bool | None = None,
+    def __init__(self, study: Study, total: int | None, enabled: bool | None = None,
                  file: IO[str] | None = None) -> None:
         if enabled is None:
             enabled = bool(getattr(sys.stderr, "isatty", lambda: False)()) and not quiet_from_env()
@@ -83,7 +83,9 @@ class Progress:
                              dynamic_ncols=True, file=file if file is not None else sys.stderr)
 
     def _account(self, record: TrialRecord) -> None:
-        self.energy_j += record.energy_j
+        from ecopt._search import proposal_energy_j
+
+        self.energy_j += record.energy_j + proposal_energy_j(record)  # trials + proposals
         for p in record.phases.values():
             if p.measurement.components:
                 self.has_energy = True
@@ -116,8 +118,8 @@ class Progress:
         if self._bar is None and not log.isEnabledFor(logging.INFO):
             return
         text = self.postfix()
-        log.info("trial %d %s (%d/%d): %s", record.number, record.state.value, self.done,
-                 self.total, text)
+        log.info("trial %d %s (%d/%s): %s", record.number, record.state.value, self.done,
+                 self.total if self.total is not None else "?", text)
         if self._bar is not None:
             self._bar.set_postfix_str(text, refresh=False)
             self._bar.update(1)

@@ -46,7 +46,7 @@ def test_trial_helpers_and_lifecycle(run_dir):
     space = ecopt.SearchSpace({"x": ecopt.Float(0, 1)})
     study = ecopt.Study(space, [ecopt.Objective("a", "max"), ecopt.Objective("life", "min")],
                         storage=run_dir, sampler="random", meter=StepMeter([30.0, 2.0]))
-    trial = study.ask()
+    trial = study.ask(params={"x": 0.5})  # no proposal to meter: the windows are the phases
     with trial.phase("train", samples=1000):
         pass
     with trial.phase("inference", samples=100):
@@ -100,7 +100,8 @@ def test_repeat_phase_records_noise_for_the_sampler(run_dir):
     joules = [2.0, 2.5, 2.0, 1.5, 2.0]
     space = ecopt.SearchSpace({"x": ecopt.Float(0, 1)})
     study = ecopt.Study(space, [ecopt.Objective("a", "max"), ecopt.Objective("spj", "max")],
-                        storage=run_dir, sampler="random", meter=StepMeter(joules))
+                        storage=run_dir, sampler="random", meter=StepMeter([0.5] + joules))
+    # (the first window is the proposal's: Study.ask meters the sampler)
     calls = []
 
     def objective(trial):

@@ -45,9 +45,10 @@ def _objective(trial: ecopt.Trial) -> dict[str, float]:
 
 
 def test_meter_failure_fails_only_that_trial(run_dir):
-    # Each trial closes two windows: its phase, then the whole-call window that would
-    # stand in for a trial that opened no phase. The 3rd stop is trial 1's phase.
-    study = _study(FlakyMeter({3}), run_dir)
+    # Each trial closes three windows: its proposal's (Study.ask meters the sampler), its
+    # phase, then the whole-call window that would stand in for a trial that opened no
+    # phase. The 5th stop is trial 1's phase.
+    study = _study(FlakyMeter({5}), run_dir)
     records = study.optimize(_objective, n_trials=3, show_progress=False)
     study.close()
     states = [r.state for r in records]

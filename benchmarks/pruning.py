@@ -1,0 +1,532 @@
+"""Energy-aware search: how much search energy pruning saves, against Optuna, same seeds.
+
+Usage (from the repository root)::
+
+    python -m benchmarks.pruning --quick                      # 2 seeds, small budgets (smoke)
+    python -m benchmarks.pruning --problems synthetic --seeds 10
+    python -m benchmarks.pruning --problems zeus --seeds 10   # the six Zeus V100 workloads
+    python -m benchmarks.pruning --report-only --out runs/pruning --record docs/results/pruning/<date>
+
+Problems: :mod:`benchmarks.curves` (a synthetic learning-curve problem and the
+Zeus traces replayed epoch by epoch with their measured V100 energy).
+
+Methods:
+    ``ecopt``            qLogNEHVI, no pruning
+    ``ecopt-hyperband``  qLogNEHVI + ``HyperbandPruner()`` (defaults)
+    ``ecopt-dominance``  qLogNEHVI + ``DominancePruner()`` (defaults)
+    ``ecopt-random``, ``ecopt-random-hyperband``, ``ecopt-random-dominance``
+                         the same with ecopt's random sampler (Sobol first): where
+                         proposals are not steered away from dominated regions
+    ``optuna-tpe``       Optuna ``TPESampler(multivariate=True)``, two objectives, no pruning
+                         (Optuna's pruners are single-objective)
+    ``optuna-gp``        Optuna ``GPSampler``, two objectives, no pruning
+    ``optuna-hyperband`` Optuna TPE + ``HyperbandPruner`` on a scalarised objective: the
+                         mean of the two objectives each scaled to [0, 1] by the true
+                         front's range (knowledge the other methods do not get); each
+                         report scalarises the quality so far and the energy the trial
+                         will have spent at the end (its energy per epoch times the epochs)
+
+Every method starts from ecopt's Sobol initial design of ``2 (d + 1)``
+configurations (enqueued in Optuna) and runs ``budget`` trials. Each
+evaluation samples its training run from ``default_rng((seed, trial, 7919))``,
+the same for every method. After each trial: the hypervolume of the true final
+values of the complete trials so far, and the search energy so far (joules of
+every epoch every trial ran). The headline is the search energy to reach 95%
+of the true front's hypervolume (``inf`` when a run never reaches it; a
+one-sided Mann-Whitney U test that a method needs less than ``ecopt``).
+
+ecopt studies use the ``estimate`` meter, so the proposals' own energy
+(model fits, acquisition) is recorded too (an estimate on this CPU; reported
+apart from the trials' joules).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import subprocess
+import sys
+import time
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # ``python benchmarks/pruning.py``
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np
+
+from benchmarks.curves import (
+    CURVE_PROBLEMS,
+    ZEUS_WORKLOADS,
+    CurveProblem,
+    make_curve_problem,
+)
+from benchmarks.mobo import _load_runs, _optuna_distributions, initial_design, versions
+
+__all__ = ["METHODS", "run_one", "summarise", "main"]
+
+BASELINE = "ecopt"
+TARGET = 0.95
+METHODS: dict[str, str] = {
+    "ecopt": "ecopt qLogNEHVI, no pruning",
+    "ecopt-hyperband": "ecopt qLogNEHVI + HyperbandPruner() (defaults)",
+    "ecopt-dominance": "ecopt qLogNEHVI + DominancePruner() (defaults)",
+    "ecopt-random": "ecopt random sampler, no pruning",
+    "ecopt-random-hyperband": "ecopt random sampler + HyperbandPruner() (defaults)",
+    "ecopt-random-dominance": "ecopt random sampler + DominancePruner() (defaults)",
+    "optuna-tpe": "Optuna TPESampler(multivariate=True), 2 objectives, no pruning",
+    "optuna-gp": "Optuna GPSampler, 2 objectives, no pruning",
+    "optuna-hyperband": "Optuna TPE + HyperbandPruner on a scalarised objective",
+}
+
+
+def _observe(problem: CurveProblem, params: dict[str, Any], seed: int, k: int
+             ) -> tuple[np.ndarray, float]:
+    return problem.run(params, np.random.default_rng((seed, k, 7919)))
+
+
+# -- runners -----------------------------------------------------------------------
+class _Replay:
+    """The objective of an ecopt study: replays a sampled run epoch by epoch."""
+
+    def __init__(self, problem: CurveProblem, seed: int) -> None:
+        self.problem = problem
+        self.seed = seed
+        self.epochs: dict[int, int] = {}
+        self.epoch_j: dict[int, float] = {}
+
+    def __call__(self, trial: Any) -> dict[str, float]:
+        import ecopt
+
+        curve, epj = _observe(self.problem, dict(trial.params), self.seed, trial.number)
+        q, e = self.problem.names
+        self.epoch_j[trial.number] = epj
+        for step in range(1, self.problem.max_step + 1):
+            self.epochs[trial.number] = step
+            trial.report(step, {q: float(curve[step - 1]), e: epj * step})
+            if trial.should_stop():
+                raise ecopt.TrialPruned()
+        return {q: float(curve[-1]), e: epj * self.problem.max_step}
+
+
+def _run_ecopt(problem: CurveProblem, method: str, seed: int, budget: int) -> dict[str, Any]:
+    import ecopt
+    from ecopt.samplers import QLogNEHVISampler, RandomSampler
+
+    pruner = ("hyperband" if method.endswith("-hyperband") else
+              "dominance" if method.endswith("-dominance") else None)
+    sampler: ecopt.samplers.Sampler = (
+        RandomSampler(seed=seed, n_sobol=problem.n_init) if method.startswith("ecopt-random")
+        else QLogNEHVISampler(seed=seed, n_init=problem.n_init))
+    study = ecopt.Study(problem.space, problem.objectives, storage=None, meter="estimate",
+                        sampler=sampler, pruner=pruner, seed=seed)
+    decide_s: list[float] = []
+    if study.pruner is not None:
+        inner = study.pruner.decide
+
+        def timed(trial: Any, history: Any) -> Any:
+            t0 = time.process_time()
+            d = inner(trial, history)
+            decide_s.append(time.process_time() - t0)
+            return d
+
+        study.pruner.decide = timed  # type: ignore[method-assign]
+    replay = _Replay(problem, seed)
+    recs = study.optimize(replay, n_trials=budget, show_progress=False)
+    trials = []
+    for r in sorted(recs, key=lambda r: r.number):
+        search = r.proposal.get("search", {})
+        trials.append({"params": dict(r.params), "state": r.state.value,
+                       "epochs": replay.epochs.get(r.number, 0),
+                       "epoch_j": replay.epoch_j.get(r.number, 0.0),
+                       "proposal_j": search.get("energy_j") or 0.0,
+                       "proposal_s": search.get("duration_s") or 0.0})
+    study.close()
+    return {"trials": trials, "decide_s": decide_s}
+
+
+def _scalariser(problem: CurveProblem) -> Any:
+    """``(quality, energy_j) -> [0, 1]``-ish: the mean of both scaled by the true front's range."""
+    from ecopt import pareto
+
+    # The true front, from a dense sample of true values (exact for the Zeus tables).
+    Y = _true_table(problem)
+    F = Y[pareto.non_dominated(Y, problem.directions)]
+    lo, hi = F.min(axis=0), F.max(axis=0)
+    span = np.where(hi > lo, hi - lo, 1.0)
+    qmax = problem.directions[0] == "max"
+
+    def s(q: float, e: float) -> float:
+        uq = (hi[0] - q) / span[0] if qmax else (q - lo[0]) / span[0]
+        return 0.5 * uq + 0.5 * (e - lo[1]) / span[1]
+
+    return s
+
+
+def _true_table(problem: CurveProblem) -> np.ndarray:
+    from scipy.stats import qmc
+
+    U = qmc.Sobol(problem.space.dim, scramble=True, seed=0).random(4096)
+    out = []
+    for u in U:
+        try:
+            out.append(problem.true_final(problem.space.decode(u)))
+        except ValueError:
+            continue
+    return np.array(out)
+
+
+def _run_optuna(problem: CurveProblem, method: str, seed: int, budget: int) -> dict[str, Any]:
+    import optuna
+    from optuna.samplers import GPSampler, TPESampler
+
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    n_init = problem.n_init
+    single = method == "optuna-hyperband"
+    if method == "optuna-gp":
+        sampler: Any = GPSampler(seed=seed, n_startup_trials=n_init)
+    else:
+        sampler = TPESampler(seed=seed, multivariate=True, n_startup_trials=n_init)
+    if single:
+        # A fixed name: Optuna's Hyperband picks each trial's bracket from a hash of it.
+        study = optuna.create_study(direction="minimize", sampler=sampler,
+                                    study_name=f"pruning-{problem.name}-{seed}",
+                                    pruner=optuna.pruners.HyperbandPruner(
+                                        min_resource=1, max_resource=problem.max_step,
+                                        reduction_factor=3))
+        scal = _scalariser(problem)
+    else:
+        dirs = ["maximize" if d == "max" else "minimize" for d in problem.directions]
+        study = optuna.create_study(directions=dirs, sampler=sampler)
+    for params in initial_design(problem, seed):
+        study.enqueue_trial(params)
+    dists = _optuna_distributions(problem)
+    trials = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for k in range(budget):
+            t0 = time.perf_counter()
+            trial = study.ask(fixed_distributions=dists)
+            ask_s = time.perf_counter() - t0
+            params = {n: trial.params[n] for n in problem.space.searched_names}
+            row = {"params": params, "state": "complete", "epochs": 0, "epoch_j": 0.0,
+                   "proposal_j": None, "proposal_s": ask_s}
+            trials.append(row)
+            try:
+                curve, epj = _observe(problem, params, seed, k)
+            except ValueError:
+                row["state"] = "failed"
+                study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                continue
+            row["epoch_j"] = epj
+            pruned = False
+            for step in range(1, problem.max_step + 1):
+                row["epochs"] = step
+                if single:
+                    trial.report(scal(float(curve[step - 1]), epj * problem.max_step), step)
+                    if trial.should_prune():
+                        pruned = True
+                        break
+            if pruned:
+                row["state"] = "pruned"
+                study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            elif single:
+                study.tell(trial, scal(float(curve[-1]), epj * problem.max_step))
+            else:
+                study.tell(trial, [float(curve[-1]), epj * problem.max_step])
+    return {"trials": trials, "decide_s": []}
+
+
+def run_one(problem: CurveProblem, method: str, seed: int, budget: int) -> dict[str, Any]:
+    """One (problem, method, seed) run: per trial its state, epochs and joules; HV and energy curves."""
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; expected one of {list(METHODS)}")
+    t0, c0 = time.perf_counter(), time.process_time()
+    out = (_run_ecopt if method.startswith("ecopt") else _run_optuna)(problem, method, seed, budget)
+    hv, energy, epochs = [], [], []
+    done: list[np.ndarray] = []
+    spent = 0.0
+    n_epochs = 0
+    for t in out["trials"]:
+        spent += t["epochs"] * t["epoch_j"]
+        n_epochs += t["epochs"]
+        if t["state"] == "complete":
+            done.append(problem.true_final(t["params"]))
+        hv.append(problem.hypervolume(np.array(done)) if done else 0.0)
+        energy.append(spent)
+        epochs.append(n_epochs)
+    return {"problem": problem.name, "method": method, "seed": seed, "budget": budget,
+            "max_hv": problem.max_hv, "max_step": problem.max_step, "hv": hv,
+            "energy_j": energy, "epochs": epochs,
+            "states": [t["state"] for t in out["trials"]],
+            "proposal_j": [t["proposal_j"] for t in out["trials"]],
+            "proposal_s": [t["proposal_s"] for t in out["trials"]],
+            "decide_s": out["decide_s"], "wall_s": time.perf_counter() - t0,
+            "cpu_s": time.process_time() - c0}
+
+
+# -- summary -----------------------------------------------------------------------
+def energy_to(run: dict[str, Any], fraction: float) -> float:
+    """Search energy when the run first reached ``fraction`` of the max hypervolume (inf: never)."""
+    goal = fraction * run["max_hv"]
+    for h, e in zip(run["hv"], run["energy_j"]):
+        if h >= goal * (1 - 1e-12):
+            return float(e)
+    return math.inf
+
+
+def _p_less(a: Sequence[float], b: Sequence[float]) -> float | None:
+    """One-sided Mann-Whitney U p-value that ``a`` tends to be smaller than ``b``."""
+    from scipy.stats import mannwhitneyu
+
+    if len(a) < 2 or len(b) < 2 or (len(set(a)) == 1 and set(a) == set(b)):
+        return None
+    return float(mannwhitneyu(a, b, alternative="less").pvalue)
+
+
+def baseline_of(method: str) -> str:
+    """The run a method is compared with: the same sampler without pruning."""
+    return "ecopt-random" if method.startswith("ecopt-random") else BASELINE
+
+
+def summarise(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Per problem and method: energy to 95% of the max HV, final HV, epochs, pruning, p-values."""
+    out: dict[str, Any] = {}
+    for prob in sorted({r["problem"] for r in runs}, key=lambda p: (p != "synthetic", p)):
+        pr = [r for r in runs if r["problem"] == prob]
+        by_m: dict[str, list[dict[str, Any]]] = {}
+        for r in pr:
+            by_m.setdefault(r["method"], []).append(r)
+        rows = {}
+        for m in [m for m in METHODS if m in by_m]:
+            bm = baseline_of(m)
+            base = sorted(by_m.get(bm, []), key=lambda r: r["seed"])
+            base_e = [energy_to(r, TARGET) for r in base]
+            base_hv = [r["hv"][-1] for r in base]
+            base_ep = [r["epochs"][-1] for r in base]
+            rs = sorted(by_m[m], key=lambda r: r["seed"])
+            e95 = [energy_to(r, TARGET) for r in rs]
+            final = [r["hv"][-1] / r["max_hv"] for r in rs]
+            epochs = [r["epochs"][-1] for r in rs]
+            full = [r["budget"] * r["max_step"] for r in rs]
+            decide = [s for r in rs for s in r["decide_s"]]
+            props = [p for r in rs for p in r["proposal_j"] if p is not None]
+            finite = [e for e in e95 if math.isfinite(e)]
+            rows[m] = {
+                "n_seeds": len(rs),
+                "baseline": bm,
+                "reached": sum(math.isfinite(e) for e in e95),
+                "energy_to_95_j": e95,
+                "median_energy_to_95_j": float(np.median(e95)) if e95 else None,
+                "mean_energy_to_95_j_reached": float(np.mean(finite)) if finite else None,
+                "p_less_energy_than_baseline": None if m == bm else _p_less(e95, base_e),
+                "final_hv_fraction": final,
+                "mean_final_hv_fraction": float(np.mean(final)),
+                "hv_kept_vs_baseline": (float(np.mean([r["hv"][-1] for r in rs]) / np.mean(base_hv))
+                                     if base_hv and np.mean(base_hv) > 0 else None),
+                "p_lower_hv_than_baseline": (None if m == bm else
+                                          _p_less([r["hv"][-1] for r in rs], base_hv)),
+                "epochs_fraction": float(np.mean(epochs) / np.mean(full)),
+                "epochs_saved_vs_baseline": (1.0 - float(np.mean(epochs) / np.mean(base_ep))
+                                          if base_ep else None),
+                "search_energy_j": float(np.mean([r["energy_j"][-1] for r in rs])),
+                "pruned": float(np.mean([r["states"].count("pruned") for r in rs])),
+                "proposal_j": float(np.mean([sum(p for p in r["proposal_j"] if p is not None)
+                                             for r in rs])) if props else None,
+                "decide_ms_median": float(np.median(decide) * 1000) if decide else None,
+                "decide_ms_p99": float(np.percentile(decide, 99) * 1000) if decide else None,
+                "decide_ms_max": float(np.max(decide) * 1000) if decide else None,
+            }
+        out[prob] = {"budget": pr[0]["budget"], "max_step": pr[0]["max_step"],
+                     "max_hv": pr[0]["max_hv"], "rows": rows}
+    return out
+
+
+def _fmt_j(x: float | None) -> str:
+    if x is None:
+        return "-"
+    if not math.isfinite(x):
+        return "not reached"
+    for unit, f in (("MJ", 1e6), ("kJ", 1e3)):
+        if abs(x) >= f:
+            return f"{x / f:.3g} {unit}"
+    return f"{x:.3g} J"
+
+
+def _fmt_p(p: float | None) -> str:
+    return "-" if p is None else f"{p:.3g}"
+
+
+def tables(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The recorded tables: ``pruning`` (one row per problem and method) and ``decide_speed``."""
+    cols = ["problem", "method", "compared with", "seeds", "reached 95% HV",
+            "median search energy to 95% HV", "p (less energy)", "final HV / max", "HV kept",
+            "p (lower HV)", "epochs saved", "pruned trials (mean)"]
+    rows = []
+    speed = []
+    for prob, s in summary.items():
+        for m, r in s["rows"].items():
+            same = m == r["baseline"]
+            rows.append([prob, m, "-" if same else r["baseline"], r["n_seeds"],
+                         f"{r['reached']}/{r['n_seeds']}", _fmt_j(r["median_energy_to_95_j"]),
+                         _fmt_p(r["p_less_energy_than_baseline"]),
+                         f"{r['mean_final_hv_fraction']:.3f}",
+                         "-" if same or r["hv_kept_vs_baseline"] is None
+                         else f"{r['hv_kept_vs_baseline']:.3f}",
+                         _fmt_p(r["p_lower_hv_than_baseline"]),
+                         "-" if same or r["epochs_saved_vs_baseline"] is None
+                         else f"{r['epochs_saved_vs_baseline']:.0%}",
+                         f"{r['pruned']:.1f}"])
+            if r["decide_ms_median"] is not None:
+                speed.append([prob, m, f"{r['decide_ms_median']:.2f}", f"{r['decide_ms_p99']:.2f}",
+                              f"{r['decide_ms_max']:.2f}"])
+    return {"pruning": {"columns": cols, "rows": rows},
+            "decide_speed": {"columns": ["problem", "pruner", "median ms", "p99 ms", "max ms"],
+                             "rows": speed}}
+
+
+def markdown_table(t: dict[str, Any]) -> str:
+    lines = ["| " + " | ".join(t["columns"]) + " |", "|" + "---|" * len(t["columns"])]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in t["rows"]]
+    return "\n".join(lines)
+
+
+def record(summary: dict[str, Any], runs: Sequence[dict[str, Any]], dest: Path,
+           command: str, commit: str | None = None) -> None:
+    """Write ``summary.json`` and ``summary.md`` (the recorded-run format of docs/results)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    meta = versions()
+    machine = f"{meta.pop('cpu')}, {meta.pop('cores')} cores, no GPU"
+    meta.pop("torch_threads", None)
+    if commit is None:
+        try:
+            commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                                    check=True).stdout.strip()
+        except (OSError, subprocess.CalledProcessError):
+            commit = "unknown"
+    probs = {r["problem"] for r in runs}
+    energy = {
+        "meter": "; ".join(p for p in (
+            "synthetic: simulated joules (a model, not a measurement)" if "synthetic" in probs
+            else "",
+            "zeus-*: NVIDIA V100 energy per epoch measured by Zeus (summary_power_v100.csv), "
+            "replayed" if any(p.startswith("zeus-") for p in probs) else "") if p),
+        "measured": any(p.startswith("zeus-") for p in probs),
+        "note": "trial energy is the trace's measured GPU joules (Zeus) or simulated units "
+                "(synthetic); the proposals' own energy in ecopt studies is an estimate on this "
+                "CPU (meter 'estimate', no RAPL) and is reported apart",
+    }
+    tabs = tables(summary)
+    doc = {"script": "benchmarks/pruning.py", "command": command,
+           "date": time.strftime("%Y-%m-%d", time.gmtime()), "git_commit": commit,
+           "versions": meta, "machine": machine, "energy": energy, "tables": tabs,
+           "target_fraction_of_max_hv": TARGET, "methods": METHODS,
+           "problems": {p: {k: v for k, v in s.items() if k != "rows"}
+                        for p, s in summary.items()},
+           "per_method": {p: {m: {k: v for k, v in r.items() if k not in ("energy_to_95_j",)}
+                              for m, r in s["rows"].items()} for p, s in summary.items()}}
+    (dest / "summary.json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    md = [f"# benchmarks/pruning.py ({doc['date']})", "",
+          f"Command: `{command}`", "", f"Code: {commit}", "",
+          "Versions: " + ", ".join(f"{k} {v}" for k, v in meta.items()), "",
+          f"Machine: {machine}", "",
+          f"Energy: {energy['meter']}. {energy['note']}.", "",
+          f"Target: {TARGET:.0%} of the true front's hypervolume; search energy = joules of "
+          "every epoch every trial ran (pruned ones included); each method is compared with "
+          "the same sampler without pruning (`ecopt` for qLogNEHVI and the Optuna methods, "
+          "`ecopt-random` for the random sampler): one-sided Mann-Whitney U p-values that it "
+          "needs less energy to reach the target (runs that never reach it count as infinite "
+          "energy) and that its final hypervolume is lower; HV kept = its mean final "
+          "hypervolume over the baseline's; epochs saved = 1 - its mean epochs over the "
+          "baseline's.", "", "## pruning", "", markdown_table(tabs["pruning"]), "",
+          "## decide_speed", "", "CPU time of one pruner decision (`time.process_time`).", "",
+          markdown_table(tabs["decide_speed"]), ""]
+    (dest / "summary.md").write_text("\n".join(md))
+
+
+# -- CLI -----------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="2 seeds, 15 trials (smoke)")
+    ap.add_argument("--seeds", type=int, default=None, help="seeds (default 10; 2 quick)")
+    ap.add_argument("--seed-offset", type=int, default=0)
+    ap.add_argument("--budget", type=int, default=None, help="trials per study (default: "
+                    "the problem's)")
+    ap.add_argument("--problems", default="synthetic,zeus",
+                    help=f"comma-separated, of {list(CURVE_PROBLEMS)}; 'zeus' = every Zeus workload")
+    ap.add_argument("--methods", default=",".join(METHODS))
+    ap.add_argument("--zeus-dir", default=None, help="directory of the Zeus traces")
+    ap.add_argument("--out", default="runs/pruning", help="where runs-<tag>.jsonl go")
+    ap.add_argument("--tag", default="main")
+    ap.add_argument("--report-only", action="store_true")
+    ap.add_argument("--record", default=None,
+                    help="write summary.json/summary.md here (docs/results/pruning/<date>)")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads")
+    ap.add_argument("--git-commit", default=None,
+                    help="the commit of the code that made the runs (default: HEAD)")
+    return ap
+
+
+def _problem_names(spec: str) -> list[str]:
+    names: list[str] = []
+    for p in (x.strip() for x in spec.split(",") if x.strip()):
+        names += [f"zeus-{d}" for d in ZEUS_WORKLOADS] if p == "zeus" else [p]
+    bad = [p for p in names if p not in CURVE_PROBLEMS]
+    if bad:
+        raise SystemExit(f"unknown problem(s) {bad}; expected some of {list(CURVE_PROBLEMS)}")
+    return names
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.getLogger("ecopt").setLevel(logging.ERROR)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    seeds = args.seeds if args.seeds is not None else (2 if args.quick else 10)
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    bad = [m for m in methods if m not in METHODS]
+    if bad:
+        raise SystemExit(f"unknown method(s) {bad}; expected some of {list(METHODS)}")
+    names = _problem_names(args.problems)
+    if not args.report_only:
+        import torch
+
+        torch.set_num_threads(args.threads)
+        runs_file = out / f"runs-{args.tag}.jsonl"
+        for name in names:
+            problem = make_curve_problem(name, args.zeus_dir)
+            budget = args.budget or (15 if args.quick else problem.budget)
+            for seed in range(args.seed_offset, args.seed_offset + seeds):
+                for m in methods:
+                    key = (problem.name, m, seed, budget)
+                    if any((r["problem"], r["method"], r["seed"], r["budget"]) == key
+                           for r in _load_runs(out)):
+                        continue
+                    r = run_one(problem, m, seed, budget)
+                    with runs_file.open("a") as fh:
+                        fh.write(json.dumps(r) + "\n")
+                    e = energy_to(r, TARGET)
+                    print(f"{problem.name:20s} {m:17s} seed {seed:2d}: HV {r['hv'][-1] / r['max_hv']:.3f}"
+                          f" of max, to 95%: {_fmt_j(e)}, epochs {r['epochs'][-1]}, pruned "
+                          f"{r['states'].count('pruned')} ({r['cpu_s']:.0f} CPU s)", flush=True)
+    runs = [r for r in _load_runs(out) if r["problem"] in names and r["method"] in methods]
+    if not runs:
+        print("no runs to report")
+        return 1
+    summary = summarise(runs)
+    print(markdown_table(tables(summary)["pruning"]))
+    print()
+    print(markdown_table(tables(summary)["decide_speed"]))
+    if args.record:
+        cmd = "python -m benchmarks.pruning " + " ".join(sys.argv[1:] if argv is None else argv)
+        record(summary, runs, Path(args.record), cmd, args.git_commit)
+        print(f"recorded in {args.record}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,188 @@
+"""The search's own energy: metering proposals, and the energy budget of ``optimize()``.
+
+A proposal (fitting the sampler's models and optimising its acquisition) is
+metered like a phase, with the study's meter, and recorded in each proposed
+trial's notes as ``proposal["search"]``::
+
+    {"energy_j": 3.1, "duration_s": 0.42, "measured": false,
+     "source": "cpu=estimate-cpu-time", "meter": "estimate", "batch": 4}
+
+A batch of ``q`` proposals made together is one window; its energy and
+duration are split evenly over the ``q`` trials (``batch`` says how many), so
+summing over trials gives the total. ``energy_j`` is ``null`` when the meter
+reads no energy (``wallclock``).
+
+The budget (:class:`EnergyBudget`) counts what one ``optimize()`` call spent:
+the energy of the trials it ran plus that of every proposal it asked for.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from ecopt.meters import Meter
+    from ecopt.trial import TrialRecord
+
+__all__ = ["meter_proposal", "split_search", "search_energy_j", "proposal_energy_j", "EnergyBudget",
+           "PREDICT_QUANTILE"]
+
+T = TypeVar("T")
+
+#: Quantile of the finished trials' energies taken as the next trial's energy.
+PREDICT_QUANTILE = 0.95
+#: Proposals whose per-trial energy predicts the next proposal's (the largest of them).
+RECENT_PROPOSALS = 5
+
+
+def meter_proposal(meter: Meter, propose: Callable[[], T]) -> tuple[T, dict[str, Any], float]:
+    """Run ``propose()`` inside a meter window.
+
+    Returns:
+        ``(result, search, energy_j)``: what ``propose`` returned, the
+        ``proposal["search"]`` notes for the whole window (``batch`` and the
+        per-trial split are filled in by :func:`split_search`), and the
+        window's joules (0 when the meter reads none or failed).
+
+    A meter that fails to open or close the window never stops the proposal:
+    the notes then hold its duration and the error.
+    """
+    error = None
+    try:
+        handle = meter.start()
+    except Exception as exc:  # noqa: BLE001 - a meter bug must not stop the search
+        handle, error = None, f"{type(exc).__name__}: {exc}"
+    t0 = time.perf_counter()
+    try:
+        result = propose()
+    finally:
+        duration = time.perf_counter() - t0
+        m = None
+        if handle is not None:
+            try:
+                m = meter.stop(handle)
+            except Exception as exc:  # noqa: BLE001
+                error = f"{type(exc).__name__}: {exc}"
+    notes: dict[str, Any] = {"energy_j": None, "duration_s": duration, "measured": False,
+                             "source": "none", "meter": getattr(meter, "name", "?")}
+    energy = 0.0
+    if m is not None:
+        notes["duration_s"] = m.duration_s
+        if m.components:
+            ok = all(isinstance(c.energy_j, (int, float)) and math.isfinite(c.energy_j)
+                     and c.energy_j >= 0 for c in m.components.values())
+            if ok:
+                energy = m.energy_j
+                notes.update(energy_j=energy, measured=m.measured,
+                             source=";".join(f"{k}={c.source}" for k, c in m.components.items()))
+            else:
+                error = f"meter {m.meter!r} returned invalid energy for the proposal"
+    if error is not None:
+        notes["error"] = error
+        warnings.warn(f"the proposal's energy could not be metered ({error}); its duration "
+                      "is recorded", RuntimeWarning, stacklevel=3)
+    return result, notes, energy
+
+
+def split_search(notes: dict[str, Any], n: int) -> dict[str, Any]:
+    """One trial's share of a batch of ``n`` proposals made in one metered window."""
+    share = dict(notes)
+    share["batch"] = n
+    if n > 1:
+        share["duration_s"] = notes["duration_s"] / n
+        if notes["energy_j"] is not None:
+            share["energy_j"] = notes["energy_j"] / n
+    return share
+
+
+def search_energy_j(search: Any) -> float:
+    """The joules in ``proposal["search"]`` notes (0 when absent, ``null`` or invalid)."""
+    e = search.get("energy_j") if isinstance(search, dict) else None
+    if isinstance(e, (int, float)) and not isinstance(e, bool) and math.isfinite(e) and e >= 0:
+        return float(e)
+    return 0.0
+
+
+def proposal_energy_j(record: TrialRecord) -> float:
+    """The joules of the proposal that made this trial (its share of the batch; 0 if none)."""
+    return search_energy_j(record.proposal.get("search")
+                           if isinstance(record.proposal, dict) else None)
+
+
+class EnergyBudget:
+    """Whether one more trial fits in an ``optimize()`` call's energy budget.
+
+    The next trial is predicted, conservatively, to cost the
+    :data:`PREDICT_QUANTILE` quantile (method ``"higher"``: with 20 trials or
+    fewer, the largest) of the energies of the study's complete trials (every
+    finished trial with energy when none completed), plus its proposal: the
+    largest per-trial proposal energy among the last :data:`RECENT_PROPOSALS`.
+    Trials in flight count at that predicted energy. Before any trial of the
+    study has finished there is nothing to predict from: trials then start one
+    at a time.
+
+    Args:
+        budget_j: The budget, joules.
+    """
+
+    def __init__(self, budget_j: float) -> None:
+        self.budget_j = float(budget_j)
+        self.trials_j = 0.0
+        self.proposals_j = 0.0
+
+    @property
+    def spent_j(self) -> float:
+        """Joules this call spent so far: trials finished plus proposals made."""
+        return self.trials_j + self.proposals_j
+
+    @staticmethod
+    def predict_trial_j(records: Sequence[TrialRecord]) -> tuple[float, str] | None:
+        """The next trial's predicted joules and how they were predicted, or ``None``."""
+        from ecopt.trial import TrialState
+
+        pool = [r.energy_j for r in records if r.state is TrialState.COMPLETE and r.phases]
+        what = "complete"
+        if not pool:
+            pool = [r.energy_j for r in records if r.phases and r.energy_j > 0]
+            what = "finished"
+        if not pool:
+            return None
+        q = float(np.quantile(np.asarray(pool), PREDICT_QUANTILE, method="higher"))
+        return q, f"{PREDICT_QUANTILE:.0%} quantile of {len(pool)} {what} trials"
+
+    @staticmethod
+    def predict_proposal_j(recent: Sequence[float]) -> float:
+        """The next proposal's predicted joules per trial."""
+        return max(recent[-RECENT_PROPOSALS:], default=0.0)
+
+    def affordable(self, records: Sequence[TrialRecord], in_flight: int,
+                   recent_proposals: Sequence[float], want: int) -> tuple[int, str]:
+        """How many of ``want`` new trials may start now, and why not more.
+
+        Args:
+            records: The study's finished trials (all sessions), to predict from.
+            in_flight: Trials of this call still running.
+            recent_proposals: Per-trial proposal joules, oldest first.
+            want: How many the loop would like to start.
+        """
+        pred = self.predict_trial_j(records)
+        prop = self.predict_proposal_j(recent_proposals)
+        if pred is None:
+            n = 1 if in_flight == 0 and self.spent_j + prop < self.budget_j else 0
+            return min(n, want), ("no trial has finished yet: its energy is unknown, "
+                                  "trials start one at a time")
+        each, how = pred
+        room = self.budget_j - self.spent_j - in_flight * (each + prop)
+        per = each + prop
+        n = int(room // per) if per > 0 else want
+        n = max(0, min(n, want))
+        why = (f"energy_budget_j={self.budget_j:g} J: spent {self.spent_j:.6g} J (trials + "
+               f"proposals), {in_flight} trial(s) in flight; the next trial is predicted to "
+               f"need {each:.6g} J ({how}) + {prop:.3g} J for its proposal")
+        return n, why

@@ -1,0 +1,157 @@
+"""Energy budgets of optimize() and the metered energy of proposals, with a fake meter.
+
+The fake meter gives a fixed number of joules per window: the only fake here
+(the machine has no energy counter that is deterministic).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import pytest
+
+import ecopt
+from ecopt._search import EnergyBudget
+from ecopt.meters.base import ComponentEnergy, Meter
+from ecopt.trial import Intermediate, TrialRecord, TrialState
+
+SPACE = {"x": ecopt.Float(0, 1), "y": ecopt.Float(0, 1)}
+OBJS = [ecopt.Objective("f1", "min"), ecopt.Objective("f2", "min")]
+
+
+class FixedJoules(Meter):
+    """``joules`` per window, whatever it measured (a deterministic stand-in for a counter)."""
+
+    name = "fixed-joules"
+
+    def __init__(self, joules: float = 2.0) -> None:
+        super().__init__()
+        self.joules = joules
+        self.windows = 0
+
+    def _start(self) -> None:
+        self.windows += 1
+
+    def _stop(self, state: Any, duration_s: float) -> dict[str, ComponentEnergy]:
+        return {"cpu": ComponentEnergy(self.joules, "fake-fixed-joules", True)}
+
+
+def windows_objective(trial: ecopt.Trial) -> dict[str, float]:
+    """1 to 5 windows (joules) depending on x: trials of unequal, known cost."""
+    for _ in range(1 + int(4 * trial["x"])):
+        with trial.phase("work"):
+            pass
+    return {"f1": trial["x"], "f2": 1 - trial["x"] + trial["y"]}
+
+
+def _study(path=None, joules: float = 2.0, **kw) -> ecopt.Study:
+    return ecopt.Study(ecopt.SearchSpace(SPACE), OBJS, storage=path, sampler="random",
+                       meter=FixedJoules(joules), seed=3, **kw)
+
+
+def _spent(recs: list[TrialRecord]) -> float:
+    return sum(r.energy_j + (r.proposal["search"]["energy_j"] or 0.0) for r in recs)
+
+
+@pytest.mark.parametrize("budget, batch", [(60.0, 1), (101.0, 1), (100.0, 3), (7.0, 1)])
+def test_budget_is_never_exceeded(budget, batch, tmp_path):
+    st = _study(tmp_path / "s")
+    recs = st.optimize(windows_objective, n_trials=500, batch_size=batch,
+                       energy_budget_j=budget, asynchronous=batch == 1)
+    assert recs and _spent(recs) <= budget + 1e-9  # float sums of thirds of joules
+    assert st.stop_reason.startswith(f"energy_budget_j={budget:g} J")
+    # Stopped because the next trial would not fit, not long before: the largest trial
+    # (5 windows) and its proposal (1 window, shared in a batch) is 12 J.
+    assert budget - _spent(recs) < 12.0 * batch
+    st.close()
+
+
+def test_proposals_are_metered_and_split_over_a_batch(tmp_path):
+    st = _study(tmp_path / "s", joules=3.0)
+    trials = st.ask(3)
+    for t in trials:
+        s = t.proposal["search"]
+        assert s["batch"] == 3 and s["energy_j"] == pytest.approx(1.0)  # one 3 J window / 3
+        assert s["measured"] is True and s["source"] == "cpu=fake-fixed-joules"
+        assert s["meter"] == "fixed-joules" and s["duration_s"] >= 0
+        st.tell(t, {"f1": 0.1, "f2": 0.2})
+    one = st.ask()
+    assert one.proposal["search"]["batch"] == 1 and one.proposal["search"]["energy_j"] == 3.0
+    st.tell(one, {"f1": 0.3, "f2": 0.1})
+    user = st.ask(params={"x": 0.5, "y": 0.5})  # no sampler, nothing metered
+    assert "search" not in user.proposal
+    st.tell(user, {"f1": 0.5, "f2": 0.5})
+    st.close()
+    lines = [json.loads(x) for x in (tmp_path / "s" / "trials.jsonl").read_text().splitlines()]
+    assert [x["proposal"].get("search", {}).get("energy_j") for x in lines] == [1.0, 1.0, 1.0,
+                                                                                3.0, None]
+
+
+def test_wallclock_meter_records_duration_only_and_refuses_a_budget():
+    st = ecopt.Study(ecopt.SearchSpace(SPACE), OBJS, sampler="random", meter="wallclock")
+    t = st.ask()
+    assert t.proposal["search"]["energy_j"] is None and t.proposal["search"]["source"] == "none"
+    with pytest.raises(ValueError, match="reads energy"):
+        st.optimize(windows_objective, n_trials=2, energy_budget_j=10.0)
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, float("nan"), float("inf"), "10", True])
+def test_bad_budgets_name_the_rule(bad):
+    with pytest.raises(ValueError, match="energy_budget_j > 0 must hold"):
+        _study().optimize(windows_objective, n_trials=2, energy_budget_j=bad)
+
+
+def test_a_limit_is_needed_and_n_trials_may_be_left_out(caplog):
+    st = _study()
+    with pytest.raises(ValueError, match="needs a limit"):
+        st.optimize(windows_objective)
+    with caplog.at_level(logging.INFO, logger="ecopt"):
+        recs = st.optimize(windows_objective, energy_budget_j=40.0)
+    assert recs and _spent(recs) <= 40.0
+    assert any("energy_budget_j=40 J" in r.getMessage() for r in caplog.records)
+
+
+def test_stop_reason_is_kept_in_study_json_and_shown(tmp_path):
+    from ecopt.report import build_report, show_text
+
+    st = _study(tmp_path / "s")
+    st.optimize(windows_objective, n_trials=3)
+    st.optimize(windows_objective, n_trials=100, energy_budget_j=30.0)
+    st.close()
+    spec = json.loads((tmp_path / "s" / "study.json").read_text())
+    calls = spec["sessions"][-1]["optimize"]
+    assert [c["stop_reason"] for c in calls][0] == "n_trials"
+    assert calls[1]["energy_budget_j"] == 30.0 and calls[1]["stop_reason"].startswith(
+        "energy_budget_j=30 J")
+    assert calls[1]["trial_energy_j"] + calls[1]["proposal_energy_j"] <= 30.0
+    text = show_text(build_report(tmp_path / "s"))
+    assert "last optimize() stopped: energy_budget_j=30 J" in text
+
+
+def _rec(n: int, energy_j: float, state: TrialState = TrialState.COMPLETE) -> TrialRecord:
+    from ecopt.meters.base import Measurement
+    from ecopt.trial import PhaseRecord
+
+    m = Measurement(1.0, {"cpu": ComponentEnergy(energy_j, "x", True)}, "fixed")
+    return TrialRecord(n, state, {"x": 0.1}, {"f1": 1.0, "f2": 1.0},
+                       phases={"work": PhaseRecord("work", m)},
+                       intermediate=(Intermediate(1, {"f1": 1.0}, energy_j, 1.0),))
+
+
+def test_prediction_is_a_high_quantile_and_counts_trials_in_flight():
+    b = EnergyBudget(100.0)
+    assert b.predict_trial_j([]) is None
+    recs = [_rec(i, float(i)) for i in range(1, 41)]  # 1..40 J
+    each, how = b.predict_trial_j(recs)
+    assert each == 39.0 and "95% quantile of 40 complete" in how
+    assert b.predict_trial_j(recs[:10])[0] == 10.0  # few trials: the largest
+    # Only pruned/failed trials so far: they are what there is to go by.
+    assert b.predict_trial_j([_rec(0, 5.0, TrialState.PRUNED)])[0] == 5.0
+    b.trials_j, b.proposals_j = 10.0, 1.0
+    assert b.affordable(recs[:10], 0, [0.5], 8)[0] == 8  # (100 - 11) // 10.5
+    assert b.affordable(recs[:10], 2, [0.5], 8)[0] == 6  # two in flight at 10.5 J each
+    assert b.affordable(recs[:10], 9, [0.5], 8)[0] == 0
+    # Nothing finished yet: one at a time, none while one runs.
+    assert b.affordable([], 0, [], 4)[0] == 1 and b.affordable([], 1, [], 4)[0] == 0
