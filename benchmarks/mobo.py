@@ -65,6 +65,7 @@ METHODS: dict[str, str] = {
     "ecopt-qlognehvi-nosab": "ecopt qLogNEHVI, q=1, random raw samples only (no sample_around_best)",
     "ecopt-qlognehvi-exact": "ecopt qLogNEHVI, q=1, exact box decompositions at every M (alpha=0)",
     "ecopt-qlognparego": "ecopt with qLogNParEGO at every M (parego_from=2)",
+    "ecopt-qlognehvi-m4alpha": "ecopt qLogNEHVI over approximate boxes at M = 4 (parego_from=5)",
     "ecopt-qlognehvi-dimscaled": "ecopt qLogNEHVI, q=1, BoTorch's dim-scaled lengthscale prior",
     "ecopt-sobol": "ecopt scrambled Sobol",
     "ecopt-random": "ecopt uniform random",
@@ -136,6 +137,8 @@ def _run_ecopt(problem: Problem, method: str, seed: int, budget: int
     elif method == "ecopt-qlognehvi-dimscaled":
         sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init,
                                    lengthscale_prior="dim-scaled")
+    elif method == "ecopt-qlognehvi-m4alpha":
+        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, parego_from=5)
     elif method == "ecopt-qlognparego":
         sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, parego_from=2)
     elif method.startswith("ecopt-qlognehvi"):

@@ -5,11 +5,14 @@ The third stage of a qLogNEHVI proposal. By number of objectives ``M``
 
 - ``M <= 3``: exact qLogNEHVI (box decompositions of the non-dominated region
   under each posterior sample; at ``M = 3`` by ecopt's plane sweep);
-- ``M = 4``: qLogNEHVI over BoTorch's approximate box decompositions
-  (``alpha`` > 0: ``NondominatedPartitioning`` merging boxes whose
-  hypervolume share is below ``alpha``), as exact ones cost 13-33 CPU s per
-  proposal at n = 50-100 (docs/benchmarks.md);
-- ``M >= 5``: qLogNParEGO (random Chebyshev scalarisations, no boxes).
+- ``M >= 4``: qLogNParEGO (random Chebyshev scalarisations, no boxes). Exact
+  box decompositions cost 12-27 CPU s per proposal at n = 50-100; over
+  BoTorch's approximate ones (``alpha`` > 0: ``NondominatedPartitioning``
+  merging boxes whose hypervolume share is below ``alpha``) qLogNEHVI costs
+  under 2 s but reached a lower hypervolume than qLogNParEGO on DTLZ2 with four
+  objectives and no higher one on the Zeus four-objective problem
+  (docs/benchmarks.md, "Four objectives"). ``parego_from=5`` keeps qLogNEHVI
+  with approximate boxes at ``M = 4``.
 
 :func:`build` builds it with ecopt's fast paths (baseline pruning, plane-sweep
 boxes, dense posterior; :mod:`ecopt.samplers._botorch_compat`) or, with
@@ -31,7 +34,7 @@ __all__ = ["Acquisition", "Choice", "build", "choose", "fast_paths", "mc_samples
 #: qLogNEHVI's box-decomposition approximation at four objectives (0: exact).
 ALPHA_M4 = 1e-2
 #: From this many objectives on, qLogNParEGO.
-PAREGO_FROM = 5
+PAREGO_FROM = 4
 #: Quasi-MC samples by default: 64, and 32 from four objectives on.
 MC_SAMPLES, MC_SAMPLES_M4 = 64, 32
 

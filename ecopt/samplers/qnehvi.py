@@ -11,8 +11,8 @@ in four stages, each in its own private module (BoTorch's own layout):
    :mod:`~ecopt.samplers._mll`), stacked into one model. When some trials ran
    out of memory (``infeasible``), a GP on a +1/-1 feasibility label becomes an
    outcome constraint, so the search learns the boundary.
-3. :mod:`~ecopt.samplers._acquisition`: qLogNEHVI (approximate box
-   decompositions at four objectives, qLogNParEGO from five) over the pruned
+3. :mod:`~ecopt.samplers._acquisition`: qLogNEHVI (up to three objectives;
+   qLogNParEGO from four) over the pruned
    baseline (:mod:`~ecopt.samplers._pruning`), with outcome constraints and
    running trials as ``X_pending``.
 4. :mod:`~ecopt.samplers._optimize`: BoTorch's continuous or mixed optimiser,
@@ -94,9 +94,13 @@ class QLogNEHVISampler(Sampler):
             (continuous spaces; the mixed optimiser has no such option).
         alpha: Box-decomposition approximation of qLogNEHVI (0: exact; BoTorch's
             ``alpha``). ``None``: by number of objectives, exact up to three,
-            :data:`~ecopt.samplers._acquisition.ALPHA_M4` at four.
+            :data:`~ecopt.samplers._acquisition.ALPHA_M4` at four (with
+            ``parego_from=5``).
         parego_from: From this many objectives on, qLogNParEGO replaces
-            qLogNEHVI (its cost does not grow with the front).
+            qLogNEHVI (its cost does not grow with the front; at four
+            objectives it reached a higher hypervolume in docs/benchmarks.md).
+            With ``parego_from=5``, four objectives use qLogNEHVI over
+            approximate box decompositions (``alpha``).
         lengthscale_prior: ``"gamma"`` (default): Gamma(3, 6) on the RBF
             lengthscales, BoTorch's prior before 0.12. ``"dim-scaled"``:
             BoTorch's default since, whose long lengthscales made near-linear
@@ -119,7 +123,7 @@ class QLogNEHVISampler(Sampler):
                  warm_ftol: float = 1e-6, cold_ftol: float | None = 1e-6,
                  allow_repeats: bool = False, dense_posterior: bool = True,
                  sample_around_best: bool = True, alpha: float | None = None,
-                 parego_from: int = 5, lengthscale_prior: str = "gamma") -> None:
+                 parego_from: int = 4, lengthscale_prior: str = "gamma") -> None:
         super().__init__(seed)
         for what, v in (("num_restarts", num_restarts), ("raw_samples", raw_samples),
                         ("mc_samples", 1 if mc_samples is None else mc_samples),
