@@ -49,7 +49,6 @@ from ecopt.executors import _testing as T
 from ecopt.report import recorded
 from ecopt.samplers import QLogNEHVISampler
 
-
 #: Hypervolume of ZDT1's true front (f2 = 1 - sqrt(f1)) against (1.1, 11): 11 - 1/3 + 1.1.
 ZDT1_MAX_HV = 11.0 - 1.0 / 3.0 + 0.1 * 11.0
 
@@ -212,8 +211,9 @@ def main(argv: list[str] | None = None) -> int:
             command=recorded.command_line("benchmarks/parallel.py", argv), git=git,
             tables=tables, energy=None,
             title="Parallel and asynchronous trials on a Dask LocalCluster",
-            notes=[*TABLE_NOTES, f"load average (1, 5, 15 min) {_load(load_before)} at the "
-                   f"start, {_load(load_after)} at the end, on {os.cpu_count()} cores",
+            notes=[*TABLE_NOTES, (f"load average (1, 5, 15 min) {_load(load_before)} at the "
+                                 f"start, {_load(load_after)} at the end, on {os.cpu_count()} "
+                                 "cores"),
                    *args.note],
             facts={"parts": sorted(parts), "scaling_trials": args.trials,
                    "scaling_trial_s": args.duration_s, "bo_budget_s": args.budget_s,
@@ -229,13 +229,13 @@ def main(argv: list[str] | None = None) -> int:
 
 #: What the recorded tables' columns mean (kept with the run).
 TABLE_NOTES = (
-    "scaling: trial-seconds per worker-second = (trials x trial seconds) / (workers x wall "
-    "seconds), 100 % when every worker is always in a trial; 'sleep' trials leave the CPU "
-    "free, 'cpu' trials spin a core",
-    "hv_per_minute: one run per schedule and seed, hypervolume against (1.1, 11) (ZDT1's "
-    f"true front gives {ZDT1_MAX_HV:.4f}); q is '-' for asynchronous schedules; proposing s = "
-    "the driver's wall seconds in GP fits and acquisition; workers busy = trial seconds / "
-    "(workers x wall seconds)",
+    ("scaling: trial-seconds per worker-second = (trials x trial seconds) / (workers x wall "
+     "seconds), 100 % when every worker is always in a trial; 'sleep' trials leave the CPU "
+     "free, 'cpu' trials spin a core"),
+    ("hv_per_minute: one run per schedule and seed, hypervolume against (1.1, 11) (ZDT1's "
+     f"true front gives {ZDT1_MAX_HV:.4f}); q is '-' for asynchronous schedules; proposing s = "
+     "the driver's wall seconds in GP fits and acquisition; workers busy = trial seconds / "
+     "(workers x wall seconds)"),
     "energy is not involved: the objectives sleep or spin and the meter is the wall clock",
 )
 

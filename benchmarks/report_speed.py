@@ -7,7 +7,7 @@ as a user runs them: one fresh process each, imports included.
 
 Usage:
     python benchmarks/report_speed.py [--sizes 250 500 1000 2000 4000] [--objectives 2]
-        [--repeats 1] [--record [TAG]]
+        [--repeats 1] [--record [TAG]] [--note TEXT]
 """
 
 from __future__ import annotations
@@ -81,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=1, help="runs per cell (median shown)")
     ap.add_argument("--record", nargs="?", const="", default=None, metavar="TAG",
                     help="also write a recorded run to docs/results/report_speed/<date>[-TAG]")
+    ap.add_argument("--note", action="append", default=[],
+                    help="a caveat the recorded run keeps (repeatable)")
     args = ap.parse_args(argv)
     import os
 
@@ -114,7 +116,10 @@ def main(argv: list[str] | None = None) -> int:
             title=f"Report commands on {args.objectives}-objective studies (wall seconds, one "
                   "fresh process each, imports included)",
             notes=[f"load average at the start: {load[0]:.2f}, {load[1]:.2f}, {load[2]:.2f} "
-                   "(2-core machine; other jobs raise every time)"])
+                   f"({os.cpu_count()}-core machine; other jobs raise every time)", *args.note],
+            facts={"objectives": args.objectives, "repeats": args.repeats,
+                   "sizes": args.sizes, "load_avg_before": list(load),
+                   "load_avg_after": list(os.getloadavg())})
         print(f"recorded in {out}")
     return 0
 
