@@ -17,15 +17,18 @@ Target: ecopt's own meters below 1% slowdown (ratio < 1.01).
 Usage::
 
     .venv/bin/python benchmarks/meter_overhead.py [--pairs 21] [--work-s 0.2]
+        [--record [TAG]] [--note TEXT]
+
+``--record`` also writes the recorded run (``summary.json`` + ``summary.md``,
+table ``overhead``) to ``docs/results/meter_overhead/<date>[-TAG]``. No joules
+are reported (the run times the meters); the facts list each meter's
+provenance (which meter, measured or estimated).
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import os
-import platform
-import random
 import statistics
 import sys
 import tempfile
@@ -36,6 +39,18 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from ecopt.report import recorded
+
+#: What the table's cells mean (printed under it and kept with the recorded run).
+TABLE_NOTE = (
+    "wall ratio = wall time with the meter / without it, for runs back to back; CPU ratio = "
+    "the same with this process's CPU time (all its threads, so a meter's background threads "
+    "count; other processes' load mostly does not); each cell is the median over pairs "
+    "[25th, 75th percentile], 1.01 = 1% slower; empty window us = median wall microseconds of "
+    "one start() + stop() with no work inside (300 repetitions). CodeCarbon tracker: start() + "
+    "work + stop() of a fresh OfflineEmissionsTracker at its defaults (measure_power_secs=15), "
+    "one window only")
 
 
 def _work(n: int) -> int:
@@ -56,16 +71,22 @@ def _calibrate(target_s: float) -> int:
         n *= 2
 
 
+#: Every meter configuration tried, by label: (meter name, options of get_meter).
+_ALL_LABELS: dict[str, tuple[str, dict[str, Any]]] = {
+    "ecopt estimate": ("estimate", {}),
+    "ecopt nvml": ("nvml", {}),
+    "ecopt rapl": ("rapl", {}),
+    "ecopt auto": ("auto", {"warn": False}),
+    "ecopt codecarbon adapter": ("codecarbon", {}),
+}
+
+
 def _meters() -> dict[str, Any]:
     """Every meter that works here, by label (ecopt's own, then the CodeCarbon adapter)."""
     from ecopt.meters import get_meter
 
     out: dict[str, Any] = {}
-    for label, name, opts in (("ecopt estimate", "estimate", {}),
-                              ("ecopt nvml", "nvml", {}),
-                              ("ecopt rapl", "rapl", {}),
-                              ("ecopt auto", "auto", {"warn": False}),
-                              ("ecopt codecarbon adapter", "codecarbon", {})):
+    for label, (name, opts) in _ALL_LABELS.items():
         try:
             m = get_meter(name, **opts)
         except Exception as exc:
@@ -112,20 +133,40 @@ def _empty_window_us(meter: Any, reps: int = 300) -> float:
     return statistics.median(ts) * 1e6
 
 
-def _machine() -> str:
-    from ecopt.host import host_facts
-
-    h = host_facts()
-    gpus = ", ".join(h["gpus"]) or "no GPU"
-    return (f"{h['cpu_model']}, {h['cpu_count']} logical CPUs, {h['ram_gb']} GB RAM, {gpus}, "
-            f"RAPL {'yes' if h['rapl'] else 'no'}; Python {h['python']}; {h['os']}")
-
-
 def _q(xs: list[float], q: float) -> float:
     xs = sorted(xs)
     i = q * (len(xs) - 1)
     lo, hi = int(i), min(int(i) + 1, len(xs) - 1)
     return xs[lo] + (xs[hi] - xs[lo]) * (i - lo)
+
+
+def _median_iqr(xs: list[float]) -> dict[str, float] | None:
+    return recorded.interval(statistics.median(xs), _q(xs, 0.25), _q(xs, 0.75)) if xs else None
+
+
+def overhead_table(ratios: dict[str, dict[int, list[float]]],
+                   cpu_ratios: dict[str, dict[int, list[float]]],
+                   empty_us: dict[str, float]) -> recorded.Table:
+    """The ``overhead`` table: one row per configuration, median [IQR] of the pair ratios.
+
+    Args:
+        ratios: ``label -> windows -> wall-time ratios`` (one per pair).
+        cpu_ratios: The same with CPU-time ratios.
+        empty_us: ``label -> microseconds`` of one empty window (meters only).
+    """
+    cols = ["configuration", "1 window: wall ratio", "1 window: CPU ratio",
+            "20 windows: wall ratio", "20 windows: CPU ratio", "empty window us"]
+    rows = [[label, _median_iqr(wall.get(1, [])), _median_iqr(cpu_ratios[label].get(1, [])),
+             _median_iqr(wall.get(20, [])), _median_iqr(cpu_ratios[label].get(20, [])),
+             empty_us.get(label)] for label, wall in ratios.items()]
+    return recorded.Table(cols, rows)
+
+
+def _provenance(meter: Any) -> dict[str, Any]:
+    """Which meter a label ran and whether its readings are measured (one probe window)."""
+    m = meter.stop(meter.start())
+    return {"meter": m.meter, "measured": m.measured,
+            "sources": sorted({c.source for c in m.components.values()})}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -135,9 +176,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work-s", type=float, default=0.2, help="workload seconds (default 0.2)")
     ap.add_argument("--no-codecarbon-tracker", action="store_true",
                     help="skip CodeCarbon's own tracker")
+    ap.add_argument("--record", nargs="?", const="", default=None, metavar="TAG",
+                    help="also write the recorded run (summary.json, summary.md) to "
+                         "docs/results/meter_overhead/<date>[-TAG]")
+    ap.add_argument("--note", action="append", default=[],
+                    help="a caveat the recorded run keeps (repeatable)")
     args = ap.parse_args(argv)
     if args.pairs < 1 or not args.work_s > 0:
-        raise SystemExit("--pairs >= 1 and --work-s > 0 must hold")
+        raise SystemExit(f"--pairs >= 1 and --work-s > 0 must hold, got --pairs {args.pairs}, "
+                         f"--work-s {args.work_s}")
+    git = recorded.git_commit()
+    load_before = os.getloadavg()
     logging_quiet()
     meters = _meters()
     n = _calibrate(args.work_s)
@@ -172,38 +221,47 @@ def main(argv: list[str] | None = None) -> int:
                 if w == 1:
                     base_s.append(t0)
         print(f"# pair {p + 1}/{args.pairs} done", file=sys.stderr)
+    empty_us = {label: _empty_window_us(m) for label, m in meters.items()}
+    provenance = {label: _provenance(m) for label, m in meters.items()}
+    load_after = os.getloadavg()
+    table = overhead_table(ratios, cpu_ratios, empty_us)
+    median_s = statistics.median(base_s)
     print()
-    print(f"meter overhead, {_dt.datetime.now(_dt.timezone.utc):%Y-%m-%d %H:%M} UTC")
-    print(f"machine: {_machine()}")
-    print(f"workload: {n} iterations of a pure-Python loop (median {statistics.median(base_s):.3f} s "
-          f"without a meter), {args.pairs} paired runs per row")
+    print(f"machine: {recorded.machine_line()}")
+    print(f"workload: {n} iterations of a pure-Python loop (median {median_s:.3f} s without a "
+          f"meter), {args.pairs} paired runs per row; load average {_load(load_before)} at the "
+          f"start, {_load(load_after)} at the end")
     print()
-    hdr = (f"| {'configuration':<30} | {'1 window: wall ratio [IQR]':>26} | "
-           f"{'CPU ratio [IQR]':>22} | {'20 windows: wall ratio [IQR]':>28} | "
-           f"{'CPU ratio [IQR]':>22} | {'empty window us':>15} |")
-    print(hdr)
-    print("|" + "|".join("-" * (len(c)) for c in hdr.split("|")[1:-1]) + "|")
-
-    def cell(xs: list[float]) -> str:
-        if not xs:
-            return "-"
-        return f"{statistics.median(xs):.4f} [{_q(xs, 0.25):.3f}-{_q(xs, 0.75):.3f}]"
-
-    for label, wall_by_w in ratios.items():
-        empty = f"{_empty_window_us(meters[label]):.1f}" if label in meters else "-"
-        cr = cpu_ratios[label]
-        print(f"| {label:<30} | {cell(wall_by_w.get(1, [])):>26} | {cell(cr.get(1, [])):>22} | "
-              f"{cell(wall_by_w.get(20, [])):>28} | {cell(cr.get(20, [])):>22} | {empty:>15} |")
+    print(recorded.render_table(table))
     print()
-    print("wall ratio = median over pairs of (wall time with the meter / without it, run back to "
-          "back); CPU ratio = the same with this process's CPU time (all its threads, so a meter's "
-          "background threads count; other processes' load mostly does not); 1.0100 = 1% slower; "
-          "IQR = interquartile range of the pair ratios (machine noise). "
-          "CodeCarbon tracker: start() + work + stop() of a fresh OfflineEmissionsTracker at its "
-          "defaults (measure_power_secs=15).")
+    print(TABLE_NOTE)
     for m in meters.values():
         m.close()
+    if args.record is not None:
+        where = recorded.results_dir("meter_overhead", tag=args.record or None)
+        recorded.write_run(
+            where, script="benchmarks/meter_overhead.py",
+            command=recorded.command_line("benchmarks/meter_overhead.py", argv), git=git,
+            tables={"overhead": table}, energy=None,
+            title="Meter overhead: slowdown of a pure-Python workload, with and without a meter",
+            notes=[TABLE_NOTE, ("no joules are reported: the run times the meters; "
+                               "facts.meters gives each meter's provenance"),
+                   (f"load average (1, 5, 15 min) {_load(load_before)} at the start, "
+                    f"{_load(load_after)} at the end, on {os.cpu_count()} cores"), *args.note],
+            facts={"workload_iterations": n, "work_s_target": args.work_s,
+                   "median_workload_s": median_s, "window_ms_at_20_windows":
+                   1000.0 * median_s / 20, "pairs": args.pairs,
+                   "meters": provenance, "skipped": sorted(set(_ALL_LABELS) - set(meters)),
+                   "codecarbon_tracker": not args.no_codecarbon_tracker,
+                   "cpu_count": os.cpu_count(), "load_avg_before": list(load_before),
+                   "load_avg_after": list(load_after)},
+            extra_libraries=("codecarbon",))
+        print(f"recorded in {where}")
     return 0
+
+
+def _load(avg: tuple[float, float, float]) -> str:
+    return ", ".join(f"{v:.2f}" for v in avg)
 
 
 def logging_quiet() -> None:

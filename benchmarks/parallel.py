@@ -26,6 +26,11 @@ the driver) is. Energy here is not measured (the objectives sleep).
 Usage::
 
     .venv/bin/python benchmarks/parallel.py [--trials 16] [--budget-s 60] [--seeds 1]
+        [--parts 1,2,3] [--record [TAG]] [--note TEXT]
+
+``--record`` also writes the recorded run (``summary.json`` + ``summary.md``,
+tables ``scaling``, ``hv_per_minute`` and ``proposal_cost``) to
+``docs/results/parallel/<date>[-TAG]``.
 """
 
 from __future__ import annotations
@@ -37,11 +42,12 @@ import platform
 import statistics
 import sys
 import time
+from typing import Any
 
 import ecopt
 from ecopt.executors import _testing as T
+from ecopt.report import recorded
 from ecopt.samplers import QLogNEHVISampler
-
 
 #: Hypervolume of ZDT1's true front (f2 = 1 - sqrt(f1)) against (1.1, 11): 11 - 1/3 + 1.1.
 ZDT1_MAX_HV = 11.0 - 1.0 / 3.0 + 0.1 * 11.0
@@ -125,8 +131,9 @@ def bo(budget_s: float, seeds: int, base_s: float, span_s: float, dim: int) -> l
     return out
 
 
-def proposal_cost(ns: list[int], dim: int) -> list[tuple[int, float]]:
-    """Seconds one qLogNEHVI proposal takes with ``n`` finished trials (random points)."""
+def proposal_cost(ns: list[int], dim: int) -> list[tuple[int, float, float]]:
+    """Wall and CPU seconds one qLogNEHVI proposal takes with ``n`` finished trials
+    (random points); CPU seconds are this process's, all threads."""
     import numpy as np
 
     rng = np.random.default_rng(0)
@@ -138,9 +145,9 @@ def proposal_cost(ns: list[int], dim: int) -> list[tuple[int, float]]:
         while len(study.records) < n:
             t = study.ask(params={f"x{i}": float(rng.random()) for i in range(dim)})
             study.tell(t, obj(t))
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         sampler.propose(study.space, study.records, [], 1)
-        out.append((n, time.perf_counter() - t0))
+        out.append((n, time.perf_counter() - t0, time.process_time() - c0))
         print(f"  proposal with n={n}: {out[-1][1]:.2f} s", file=sys.stderr)
     return out[1:]
 
@@ -159,55 +166,114 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--base-s", type=float, default=1.0, help="shortest BO trial (s)")
     ap.add_argument("--span-s", type=float, default=4.0,
                     help="BO trial length = base_s + span_s * x (s)")
+    ap.add_argument("--record", nargs="?", const="", default=None, metavar="TAG",
+                    help="also write the recorded run (summary.json, summary.md) to "
+                         "docs/results/parallel/<date>[-TAG]")
+    ap.add_argument("--note", action="append", default=[],
+                    help="a caveat the recorded run keeps (repeatable)")
     args = ap.parse_args(argv)
+    parts = {int(p) for p in args.parts.split(",")}
+    if not parts or not parts <= {1, 2, 3}:
+        raise SystemExit(f"--parts takes some of 1,2,3, got {args.parts!r}")
     logging.getLogger("distributed").setLevel(logging.ERROR)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     import torch
 
     torch.set_num_threads(1)
-
+    git = recorded.git_commit()
+    load_before = os.getloadavg()
     print(f"# benchmarks/parallel.py on {platform.node()}: {os.cpu_count()} cores, "
           f"Python {platform.python_version()}, ecopt {ecopt.__version__}")
-    parts = {int(p) for p in args.parts.split(",")}
+    tables: dict[str, recorded.Table] = {}
     if 1 in parts:
-        _table1(args)
+        tables["scaling"] = _print(
+            f"1. Wall time of a fixed study: {args.trials} trials x {args.duration_s:g} s, "
+            "random search, embedded LocalCluster", scaling_table(scaling(args.trials,
+                                                                          args.duration_s)))
     if 2 in parts:
-        _table2(args)
+        tables["hv_per_minute"] = _print(
+            f"2. Hypervolume per wall-clock minute: qLogNEHVI on ZDT1 ({args.dim} variables), "
+            f"trials of {args.base_s:g}-{args.base_s + args.span_s:g} s, proposals for "
+            f"{args.budget_s:g} s, ref point (1.1, 11), mean of {args.seeds} seed(s)",
+            hv_table(bo(args.budget_s, args.seeds, args.base_s, args.span_s, args.dim)))
     if 3 in parts:
-        res3 = proposal_cost([int(n) for n in args.proposal_n.split(",")], args.dim)
-        print(f"\n## 3. The optimiser's own cost: one qLogNEHVI proposal (q=1) against the number "
-              f"of finished trials n (ZDT1, {args.dim} variables, random points, driver process, "
-              "1 torch thread)\n")
-        print("| n | proposal (s) |")
-        print("|---:|---:|")
-        for n, sec in res3:
-            print(f"| {n} | {sec:.2f} |")
+        tables["proposal_cost"] = _print(
+            "3. The optimiser's own cost: one qLogNEHVI proposal (q=1) against the number of "
+            f"finished trials n (ZDT1, {args.dim} variables, random points, driver process, "
+            "1 torch thread)",
+            proposal_table(proposal_cost([int(n) for n in args.proposal_n.split(",")],
+                                         args.dim)))
+    if args.record is not None:
+        load_after = os.getloadavg()
+        where = recorded.results_dir("parallel", tag=args.record or None)
+        recorded.write_run(
+            where, script="benchmarks/parallel.py",
+            command=recorded.command_line("benchmarks/parallel.py", argv), git=git,
+            tables=tables, energy=None,
+            title="Parallel and asynchronous trials on a Dask LocalCluster",
+            notes=[*TABLE_NOTES, (f"load average (1, 5, 15 min) {_load(load_before)} at the "
+                                 f"start, {_load(load_after)} at the end, on {os.cpu_count()} "
+                                 "cores"),
+                   *args.note],
+            facts={"parts": sorted(parts), "scaling_trials": args.trials,
+                   "scaling_trial_s": args.duration_s, "bo_budget_s": args.budget_s,
+                   "bo_dim": args.dim, "bo_seeds": args.seeds,
+                   "bo_trial_s": f"{args.base_s:g} + {args.span_s:g} * x0",
+                   "ref_point": [1.1, 11.0], "zdt1_max_hv": ZDT1_MAX_HV,
+                   "proposal_n": args.proposal_n, "torch_threads": 1,
+                   "cpu_count": os.cpu_count(), "load_avg_before": list(load_before),
+                   "load_avg_after": list(load_after)})
+        print(f"recorded in {where}")
     return 0
 
 
-def _table1(args: argparse.Namespace) -> None:
-    rows = scaling(args.trials, args.duration_s)
-    print(f"\n## 1. Wall time of a fixed study: {args.trials} trials x {args.duration_s:g} s, "
-          "random search, embedded LocalCluster\n")
-    print("| trial kind | workers | wall (s) | speed-up vs 1 worker | "
-          "trial-seconds per worker-second |")
-    print("|---|---:|---:|---:|---:|")
+#: What the recorded tables' columns mean (kept with the run).
+TABLE_NOTES = (
+    ("scaling: trial-seconds per worker-second = (trials x trial seconds) / (workers x wall "
+     "seconds), 100 % when every worker is always in a trial; 'sleep' trials leave the CPU "
+     "free, 'cpu' trials spin a core"),
+    ("hv_per_minute: one run per schedule and seed, hypervolume against (1.1, 11) (ZDT1's "
+     f"true front gives {ZDT1_MAX_HV:.4f}); q is '-' for asynchronous schedules; proposing s = "
+     "the driver's wall seconds in GP fits and acquisition; workers busy = trial seconds / "
+     "(workers x wall seconds)"),
+    "energy is not involved: the objectives sleep or spin and the meter is the wall clock",
+)
+
+
+def _load(avg: tuple[float, float, float]) -> str:
+    return ", ".join(f"{v:.2f}" for v in avg)
+
+
+def _print(title: str, table: recorded.Table) -> recorded.Table:
+    print(f"\n## {title}\n")
+    print(recorded.render_table(table))
+    return table
+
+
+def scaling_table(rows: list[tuple[str, int, float, float]]) -> recorded.Table:
+    """Table 1 (``scaling``) from :func:`scaling`'s rows."""
     base = {k: w for k, n, w, _ in rows if n == 1}
-    for kind, n, wall, busy in rows:
-        print(f"| {kind} | {n} | {wall:.2f} | {base[kind] / wall:.2f}x | {busy / n:.0%} |")
+    return recorded.Table(
+        ["trial kind", "workers", "wall s", "speed-up vs 1 worker",
+         "trial-seconds per worker-second %"],
+        [[kind, n, wall, base[kind] / wall if kind in base else None, 100.0 * busy / n]
+         for kind, n, wall, busy in rows])
 
 
-def _table2(args: argparse.Namespace) -> None:
-    res = bo(args.budget_s, args.seeds, args.base_s, args.span_s, args.dim)
-    print(f"\n## 2. Hypervolume per wall-clock minute: qLogNEHVI on ZDT1 ({args.dim} variables), "
-          f"trials of {args.base_s:g}-{args.base_s + args.span_s:g} s, proposals for "
-          f"{args.budget_s:g} s, ref point (1.1, 11), mean of {args.seeds} seed(s)\n")
-    print("| schedule | workers | q | wall (s) | trials | hypervolume | gap to true front | "
-          "hypervolume / min | proposing (s) | workers busy |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for name, workers, q, asyn, wall, n, hv, per_min, prop, busy in res:
-        print(f"| {name} | {workers} | {q if not asyn else '-'} | {wall:.1f} | {n:.0f} | "
-              f"{hv:.3f} | {ZDT1_MAX_HV - hv:.3f} | {per_min:.2f} | {prop:.1f} | {busy:.0%} |")
+def hv_table(res: list[tuple[Any, ...]]) -> recorded.Table:
+    """Table 2 (``hv_per_minute``) from :func:`bo`'s rows."""
+    return recorded.Table(
+        ["schedule", "workers", "q", "wall s", "trials", "hypervolume", "gap to true front",
+         "hypervolume / min", "proposing s", "workers busy %"],
+        [[name, workers, None if asyn else q, wall, n, hv, ZDT1_MAX_HV - hv, per_min, prop,
+          100.0 * busy]
+         for name, workers, q, asyn, wall, n, hv, per_min, prop, busy in res])
+
+
+def proposal_table(res: list[tuple[int, float, float]]) -> recorded.Table:
+    """Table 3 (``proposal_cost``) from :func:`proposal_cost`'s rows."""
+    return recorded.Table(["n finished trials", "proposal wall s", "proposal CPU s"],
+                          [[n, wall, cpu] for n, wall, cpu in res])
 
 
 if __name__ == "__main__":

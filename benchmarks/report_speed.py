@@ -7,12 +7,13 @@ as a user runs them: one fresh process each, imports included.
 
 Usage:
     python benchmarks/report_speed.py [--sizes 250 500 1000 2000 4000] [--objectives 2]
-        [--repeats 1] [--record [TAG]]
+        [--repeats 1] [--record [TAG]] [--note TEXT]
 """
 
 from __future__ import annotations
 
 import argparse
+import resource
 import subprocess
 import sys
 import tempfile
@@ -64,14 +65,17 @@ def make_study(path: Path, n: int, m: int, seed: int) -> None:
     storage.close()
 
 
-def time_command(args: list[str]) -> float:
+def time_command(args: list[str]) -> tuple[float, float]:
+    """Wall and CPU seconds (user + system, all threads) of one ``ecopt`` command."""
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     out = subprocess.run([sys.executable, "-m", "ecopt.cli", *args], capture_output=True,
                          text=True)
     dt = time.perf_counter() - t0
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     if out.returncode not in (0, 1):
         raise RuntimeError(f"ecopt {' '.join(args)} failed: {out.stderr.strip()}")
-    return dt
+    return dt, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -81,6 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=1, help="runs per cell (median shown)")
     ap.add_argument("--record", nargs="?", const="", default=None, metavar="TAG",
                     help="also write a recorded run to docs/results/report_speed/<date>[-TAG]")
+    ap.add_argument("--note", action="append", default=[],
+                    help="a caveat the recorded run keeps (repeatable)")
     args = ap.parse_args(argv)
     import os
 
@@ -98,11 +104,11 @@ def main(argv: list[str] | None = None) -> int:
             row: list[object] = [n]
             for name, build in COMMANDS.items():
                 times = [time_command(build(a, b, tmp)) for _ in range(args.repeats)]
-                row.append(round(float(np.median(times)), 2))
+                wall, cpu = (round(float(np.median(t)), 2) for t in zip(*times))
+                row += [wall, cpu]
+                print(f"{n:>6} trials: {name} {wall:.2f} s wall, {cpu:.2f} s CPU", flush=True)
             rows.append(row)
-            print(f"{n:>6} trials: " + "  ".join(f"{k} {v:.2f} s" for k, v in
-                                                  zip(COMMANDS, row[1:])), flush=True)
-    columns = ["trials", *(f"{k} (s)" for k in COMMANDS)]
+    columns = ["trials", *(f"{k} {kind} s" for k in COMMANDS for kind in ("wall", "CPU"))]
     if args.record is not None:
         from ecopt.report import recorded
 
@@ -111,10 +117,15 @@ def main(argv: list[str] | None = None) -> int:
             out, script="benchmarks/report_speed.py",
             command=recorded.command_line("benchmarks/report_speed.py", argv), git=git,
             tables={"times": recorded.Table(columns, rows)}, energy=None,
-            title=f"Report commands on {args.objectives}-objective studies (wall seconds, one "
+            title=f"Report commands on {args.objectives}-objective studies (seconds, one "
                   "fresh process each, imports included)",
-            notes=[f"load average at the start: {load[0]:.2f}, {load[1]:.2f}, {load[2]:.2f} "
-                   "(2-core machine; other jobs raise every time)"])
+            notes=[("wall s: seconds until the command exits; CPU s: its user + system CPU "
+                    "seconds, all threads (what other jobs on the machine change least)"),
+                   (f"load average at the start: {load[0]:.2f}, {load[1]:.2f}, {load[2]:.2f} "
+                    f"({os.cpu_count()}-core machine; other jobs raise every time)"), *args.note],
+            facts={"objectives": args.objectives, "repeats": args.repeats,
+                   "sizes": args.sizes, "load_avg_before": list(load),
+                   "load_avg_after": list(os.getloadavg())})
         print(f"recorded in {out}")
     return 0
 
