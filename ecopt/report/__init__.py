@@ -44,30 +44,11 @@ from ecopt.report.data import (
     is_energy_metric,
     open_study,
 )
+from ecopt.report import data
 from ecopt.report.fmt import fmt_number
 
-__all__ = [
-    "HypervolumePoint",
-    "PhaseEnergy",
-    "Provenance",
-    "Payback",
-    "ReportData",
-    "CompareEntry",
-    "CompareData",
-    "build_report",
-    "build_compare",
-    "hypervolume_series",
-    "open_study",
-    "is_energy_metric",
-    "axis_names",
-    "axis_values",
-    "check_axis",
-    "DERIVED_AXES",
-    "fmt_number",
-    "write_report",
-    "render_html",
-    "show_text",
-]
+__all__ = ["fmt_number", "write_report", "render_html", "show_text"]
+__all__ += data.__all__
 
 _LAZY = {"write_report": "ecopt.report.html", "render_html": "ecopt.report.html",
          "show_text": "ecopt.report.cli"}
