@@ -194,3 +194,31 @@ def test_study_switch():
     with pytest.raises(ValueError, match="cost_aware must be True, False or None"):
         ecopt.Study(SPACE, OBJS, meter="wallclock", cost_aware=1)
     ecopt.Study(SPACE, OBJS, sampler="random", meter="wallclock", cost_aware=False)
+
+
+@pytest.mark.slow
+def test_mixed_space_batches_with_cost():
+    """The mixed optimiser and sequential greedy (q = 2, ``X_pending``) through the weighting."""
+    space = ecopt.SearchSpace({"x": ecopt.Float(0, 1), "k": ecopt.Int(1, 8),
+                               "c": ecopt.Categorical(["a", "b", "c"])})
+    meter = SetJoules()
+
+    def objective(trial: ecopt.Trial) -> dict[str, float]:
+        meter.joules = trial["k"] * (3.0 if trial["c"] == "a" else 1.0)
+        with trial.phase("train"):
+            pass
+        return {"f1": trial["x"] + 0.05 * trial["k"],
+                "f2": (1 - trial["x"]) ** 2 + 0.05 * (8 - trial["k"])}
+
+    s = ecopt.Study(space, OBJS, meter=meter, seed=0,
+                    sampler=QLogNEHVISampler(n_init=4, cost_aware=True, **FAST))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        recs = s.optimize(objective, n_trials=6, batch_size=2, asynchronous=False)
+    bo = [r for r in recs if r.proposed_by == "qlognehvi"]
+    assert len(bo) == 2 and bo[0].proposal["optimiser"] == "mixed"
+    assert all(r.proposal["cost"]["active"] for r in bo)
+    assert bo[-1].params != bo[-2].params
+    # Each point of a batch records its own prediction.
+    assert bo[-1].proposal["cost"]["predicted_energy_j"] != \
+        bo[-2].proposal["cost"]["predicted_energy_j"]
