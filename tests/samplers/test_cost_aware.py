@@ -137,6 +137,10 @@ def test_predicted_cost_recorded_and_reasonable():
         assert 1 / 3 < c["predicted_energy_j"] / r.energy_j < 3
         assert "__energy_j__" in r.proposal["gp_state"]["params"]
     assert s.sampler.describe()["cost_aware"] is True
+    # Proposals stay a pure function of seed and history.
+    again = _run(_study(QNEHVISampler(n_init=4, cost_aware=True, **FAST), meter),
+                 _objective(meter, lambda x, y: math.exp(3 * x), _front), 7)
+    assert [r.params for r in again] == [r.params for r in recs]
 
 
 def test_fewer_than_three_energies_say_why_cost_was_not_used():
