@@ -15,8 +15,7 @@ import pytest
 
 import ecopt
 from ecopt.meters.base import ComponentEnergy, Meter
-from ecopt.samplers import QLogNEHVISampler, QNEHVISampler, get_sampler
-from ecopt.samplers import _cost
+from ecopt.samplers import QLogNEHVISampler, QNEHVISampler, _cost, get_sampler
 from ecopt.samplers._encoding import encoding, to_model
 
 FAST = {"num_restarts": 2, "raw_samples": 64, "mc_samples": 32, "maxiter": 50}
@@ -70,7 +69,7 @@ def test_cost_model_learns_a_known_cost_function():
     from scipy.stats import spearmanr
 
     meter = SetJoules()
-    truth = lambda x, y: math.exp(3 * x + y)  # noqa: E731
+    truth = lambda x, y: math.exp(3 * x + y)
     recs = _run(_study("sobol", meter), _objective(meter, truth, _front), 10)
     assert [round(r.energy_j, 9) for r in recs] == \
         [round(truth(r.params["x"], r.params["y"]), 9) for r in recs]
@@ -168,7 +167,7 @@ def test_pruned_trials_cost_their_full_length():
         return _front(trial["x"], trial["y"])
 
     recs = _run(ecopt.Study(SPACE, OBJS, sampler="sobol", meter=meter, seed=0), objective, 8)
-    U, energy, n_pruned = _cost.cost_data(SPACE, recs)
+    _, energy, n_pruned = _cost.cost_data(SPACE, recs)
     pruned = [r for r in recs if r.state is ecopt.TrialState.PRUNED]
     assert pruned and n_pruned == len(pruned) and len(energy) == len(recs)
     assert set(np.round(energy, 6)) == {4.0}  # 2 steps of 4 at 1 J, scaled to 4 steps
