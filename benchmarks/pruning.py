@@ -14,6 +14,8 @@ Methods:
     ``ecopt``            qLogNEHVI, no pruning
     ``ecopt-hyperband``  qLogNEHVI + ``HyperbandPruner()`` (defaults)
     ``ecopt-dominance``  qLogNEHVI + ``DominancePruner()`` (defaults)
+    ``ecopt-cost``       qLogNEHVI with ``cost_aware=True`` (per predicted joule), no pruning
+    ``ecopt-cost-dominance``  the same + ``DominancePruner()`` (defaults)
     ``ecopt-random``, ``ecopt-random-hyperband``, ``ecopt-random-dominance``
                          the same with ecopt's random sampler (Sobol first): where
                          proposals are not steered away from dominated regions
@@ -75,6 +77,8 @@ METHODS: dict[str, str] = {
     "ecopt": "ecopt qLogNEHVI, no pruning",
     "ecopt-hyperband": "ecopt qLogNEHVI + HyperbandPruner() (defaults)",
     "ecopt-dominance": "ecopt qLogNEHVI + DominancePruner() (defaults)",
+    "ecopt-cost": "ecopt qLogNEHVI, cost_aware=True, no pruning",
+    "ecopt-cost-dominance": "ecopt qLogNEHVI, cost_aware=True + DominancePruner() (defaults)",
     "ecopt-random": "ecopt random sampler, no pruning",
     "ecopt-random-hyperband": "ecopt random sampler + HyperbandPruner() (defaults)",
     "ecopt-random-dominance": "ecopt random sampler + DominancePruner() (defaults)",
@@ -90,12 +94,43 @@ def _observe(problem: CurveProblem, params: dict[str, Any], seed: int, k: int
 
 
 # -- runners -----------------------------------------------------------------------
+def _replay_meter() -> Any:
+    """The meter of cost-aware runs: an epoch's window gets the epoch's replayed joules.
+
+    What a real meter would measure of the run, so the cost model learns the
+    trace's energy; every other window (the proposals) is the ``estimate``
+    meter's, as in the other ecopt runs.
+    """
+    from ecopt.meters import get_meter
+    from ecopt.meters.base import ComponentEnergy, Meter
+
+    class ReplayMeter(Meter):
+        name = "replay+estimate"
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = get_meter("estimate")
+            self.epoch_j: float | None = None
+
+        def _start(self) -> Any:
+            return ("replay", self.epoch_j) if self.epoch_j is not None \
+                else ("inner", self.inner._start())
+
+        def _stop(self, state: Any, duration_s: float) -> dict[str, ComponentEnergy]:
+            if state[0] == "replay":
+                return {"gpu": ComponentEnergy(state[1], "replayed-trace", False)}
+            return self.inner._stop(state[1], duration_s)
+
+    return ReplayMeter()
+
+
 class _Replay:
     """The objective of an ecopt study: replays a sampled run epoch by epoch."""
 
-    def __init__(self, problem: CurveProblem, seed: int) -> None:
+    def __init__(self, problem: CurveProblem, seed: int, meter: Any = None) -> None:
         self.problem = problem
         self.seed = seed
+        self.meter = meter  # a replay meter: each epoch a phase of its joules
         self.epochs: dict[int, int] = {}
         self.epoch_j: dict[int, float] = {}
 
@@ -107,6 +142,11 @@ class _Replay:
         self.epoch_j[trial.number] = epj
         for step in range(1, self.problem.max_step + 1):
             self.epochs[trial.number] = step
+            if self.meter is not None:
+                self.meter.epoch_j = epj
+                with trial.phase("train"):
+                    pass
+                self.meter.epoch_j = None
             trial.report(step, {q: float(curve[step - 1]), e: epj * step})
             if trial.should_stop():
                 raise ecopt.TrialPruned()
@@ -121,9 +161,11 @@ def _run_ecopt(problem: CurveProblem, method: str, seed: int, budget: int) -> di
               "dominance" if method.endswith("-dominance") else None)
     sampler: ecopt.samplers.Sampler = (
         RandomSampler(seed=seed, n_sobol=problem.n_init) if method.startswith("ecopt-random")
-        else QLogNEHVISampler(seed=seed, n_init=problem.n_init))
-    study = ecopt.Study(problem.space, problem.objectives, storage=None, meter="estimate",
-                        sampler=sampler, pruner=pruner, seed=seed)
+        else QLogNEHVISampler(seed=seed, n_init=problem.n_init,
+                              cost_aware=method.startswith("ecopt-cost")))
+    meter = _replay_meter() if method.startswith("ecopt-cost") else None
+    study = ecopt.Study(problem.space, problem.objectives, storage=None,
+                        meter=meter or "estimate", sampler=sampler, pruner=pruner, seed=seed)
     decide_s: list[float] = []
     if study.pruner is not None:
         inner = study.pruner.decide
@@ -135,7 +177,7 @@ def _run_ecopt(problem: CurveProblem, method: str, seed: int, budget: int) -> di
             return d
 
         study.pruner.decide = timed  # type: ignore[method-assign]
-    replay = _Replay(problem, seed)
+    replay = _Replay(problem, seed, meter)
     recs = study.optimize(replay, n_trials=budget, show_progress=False)
     trials = []
     for r in sorted(recs, key=lambda r: r.number):

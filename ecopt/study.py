@@ -83,6 +83,10 @@ class Study:
             (:meth:`Trial.report`): ``None`` (default, no pruning), a name
             (``"hyperband"``, ``"dominance"``) or an
             :class:`~ecopt.pruners.Pruner`. See docs/energy-aware-search.md.
+        cost_aware: Cost-aware proposals (expected hypervolume improvement per
+            predicted joule; :class:`~ecopt.samplers.QLogNEHVISampler`):
+            ``None`` (default: the sampler's own setting, off), ``True`` or
+            ``False``. See docs/energy-aware-search.md.
 
     Raises:
         ValueError: for bad arguments (unknown sampler or meter name, bad
@@ -108,6 +112,7 @@ class Study:
         idle_s: float = 0.0,
         subtract_idle: bool = False,
         pruner: str | Pruner | None = None,
+        cost_aware: bool | None = None,
         _readonly: bool = False,
         _spec: Mapping[str, Any] | None = None,
     ) -> None:
@@ -148,7 +153,7 @@ class Study:
             self.idle: dict[str, Any] | None = self.spec.get("idle")
             return
 
-        self.sampler = get_sampler(sampler)
+        self.sampler = get_sampler(sampler, cost_aware=cost_aware)
         self.sampler.bind(self.objectives, self.constraints, self.seed)
         self.pruner = get_pruner(pruner)
         if self.pruner is not None:

@@ -67,7 +67,7 @@ def model_based(sampler: QLogNEHVISampler, space: SearchSpace, records: Sequence
     """
     import torch
 
-    from ecopt.samplers import _acquisition, _models
+    from ecopt.samplers import _acquisition, _cost, _models
     from ecopt.samplers._botorch_compat import UNAVAILABLE
     from ecopt.samplers._optimize import Settings, optimize
 
@@ -115,6 +115,10 @@ def model_based(sampler: QLogNEHVISampler, space: SearchSpace, records: Sequence
             gp_state.update(feas.states)
             model = ModelListGP(model, feas.model)
             public = ModelListGP(*fitted.models, feas.model)
+        cost = _cost.fit_or_why(space, enc, records, sampler, fit_kw) \
+            if sampler.cost_aware else None
+        if isinstance(cost, _cost.CostModel):
+            gp_state.update(cost.state)
         t_fit, c_fit = time.perf_counter() - t0, time.process_time() - c0
 
         t1, c1 = time.perf_counter(), time.process_time()
@@ -128,14 +132,16 @@ def model_based(sampler: QLogNEHVISampler, space: SearchSpace, records: Sequence
             acq = _acquisition.build(model, *args, fast=True,
                                      dense_posterior=sampler.dense_posterior)
             off.update(acq.fast_path_off)
-            U, how = optimize(acq.acqf, space, enc, records, pending, n, settings)
+            acqf, cost = _cost.weighted(acq.acqf, cost, choice.method != "qNEHVI", X)
+            U, how = optimize(acqf, space, enc, records, pending, n, settings)
         except Exception as exc:  # noqa: BLE001 - any failure: BoTorch's public path
             why = f"failed in this proposal: {_why(exc)}"
             used = _acquisition.fast_paths(choice, M, sampler.dense_posterior and stacked)
             off.update({k: why for k in used + ["stacked_model"] * stacked if k not in off})
             torch.manual_seed(rng_seed)
             acq = _acquisition.build(public, *args, fast=False)
-            U, how = optimize(acq.acqf, space, enc, records, pending, n, settings)
+            acqf, cost = _cost.weighted(acq.acqf, cost, choice.method != "qNEHVI", X)
+            U, how = optimize(acqf, space, enc, records, pending, n, settings)
         t_opt, c_opt = time.perf_counter() - t1, time.process_time() - c1
     timing = {"fit_s": t_fit, "acqf_s": t_opt, "fit_cpu_s": c_fit, "acqf_cpu_s": c_opt}
     info = {"ref_point": [o.sign * r for o, r in zip(sampler.objectives, data.ref)],
@@ -144,4 +150,6 @@ def model_based(sampler: QLogNEHVISampler, space: SearchSpace, records: Sequence
             "fit_s": round(t_fit, 4), "acqf_s": round(t_opt, 4),
             "observed_noise": data.noisy, **choice.notes(), "mc_samples": mc, **how,
             "gp_state": {"kind": kind, "dim": int(space.dim), "params": gp_state}}
+    if cost is not None:
+        info["cost"] = _cost.notes(cost, torch.tensor(to_model(U, enc), dtype=dtype))
     return U, info, off, timing

@@ -106,6 +106,15 @@ class QLogNEHVISampler(Sampler):
             BoTorch's default since, whose long lengthscales made near-linear
             models that sent DTLZ2 proposals to the cube's corners for good on 2
             of 20 seeds (docs/benchmarks.md, "Collapses").
+        cost_aware: Propose by expected hypervolume improvement per predicted
+            joule: a GP on ``log(energy_j)`` of the trials so far predicts each
+            point's energy, and the acquisition is divided by it (log space:
+            minus its log); see :mod:`ecopt.samplers._cost`. Each model-based
+            proposal records ``proposal["cost"]`` (predicted joules, the model,
+            whether it was active and, if not, why). The Sobol initial design is
+            unchanged.
+        cost_exponent: Power of the predicted cost in ``[0, 1]`` (1: per joule;
+            0: cost ignored, the model still fitted and recorded).
 
     Example:
         >>> sampler = ecopt.samplers.QLogNEHVISampler(n_init=8, num_restarts=5)
@@ -123,7 +132,8 @@ class QLogNEHVISampler(Sampler):
                  warm_ftol: float = 1e-6, cold_ftol: float | None = 1e-6,
                  allow_repeats: bool = False, dense_posterior: bool = True,
                  sample_around_best: bool = True, alpha: float | None = None,
-                 parego_from: int = 4, lengthscale_prior: str = "gamma") -> None:
+                 parego_from: int = 4, lengthscale_prior: str = "gamma",
+                 cost_aware: bool = False, cost_exponent: float = 1.0) -> None:
         super().__init__(seed)
         for what, v in (("num_restarts", num_restarts), ("raw_samples", raw_samples),
                         ("mc_samples", 1 if mc_samples is None else mc_samples),
@@ -140,6 +150,9 @@ class QLogNEHVISampler(Sampler):
             raise ValueError(f"n_init >= 1 must hold, got n_init={n_init}")
         if alpha is not None and not 0 <= alpha < 1:
             raise ValueError(f"0 <= alpha < 1 must hold, got alpha={alpha}")
+        if not isinstance(cost_aware, bool):
+            raise ValueError(f"cost_aware must be True or False, got cost_aware={cost_aware!r}")
+        from ecopt.samplers._cost import check_exponent
         from ecopt.samplers._models import LENGTHSCALE_PRIORS
 
         if lengthscale_prior not in LENGTHSCALE_PRIORS:
@@ -153,6 +166,7 @@ class QLogNEHVISampler(Sampler):
         self.sample_around_best, self.alpha, self.parego_from = sample_around_best, alpha, \
             parego_from
         self.lengthscale_prior = lengthscale_prior
+        self.cost_aware, self.cost_exponent = cost_aware, check_exponent(cost_exponent)
         #: Seconds spent in the last model fit and acquisition optimisation (wall clock:
         #: ``fit_s``, ``acqf_s``; this process's CPU time: ``fit_cpu_s``, ``acqf_cpu_s``).
         self.last_timing: dict[str, float] = {}
@@ -162,7 +176,7 @@ class QLogNEHVISampler(Sampler):
         keys = ("n_init", "num_restarts", "raw_samples", "mc_samples", "maxiter", "warm_start",
                 "cold_refit_every", "warm_ftol", "cold_ftol", "allow_repeats",
                 "dense_posterior", "sample_around_best", "alpha", "parego_from",
-                "lengthscale_prior")
+                "lengthscale_prior", "cost_aware", "cost_exponent")
         return {**super().describe(), **{k: getattr(self, k) for k in keys}}
 
     def _sobol(self, space: SearchSpace, start: int, n: int, why: str,
@@ -234,7 +248,14 @@ class QLogNEHVISampler(Sampler):
         self._note_off(off)
         if off:
             info["fast_path_off"] = dict(sorted(off.items()))
-        return [Proposal(space.decode(u), self.name, dict(info)) for u in U]
+        out = []
+        for i, u in enumerate(U):
+            note = dict(info)
+            if isinstance(note.get("cost"), dict) and "predicted_energy_j" in note["cost"]:
+                note["cost"] = {**note["cost"],
+                                "predicted_energy_j": note["cost"]["predicted_energy_j"][i]}
+            out.append(Proposal(space.decode(u), self.name, note))
+        return out
 
 
 class QNEHVISampler(QLogNEHVISampler):
