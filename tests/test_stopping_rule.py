@@ -129,3 +129,19 @@ def test_bad_stop_when_converged_and_model_free_samplers():
         study.should_terminate()
     with pytest.raises(ValueError, match="rule must be an ecopt.StoppingRule"):
         study.termination(rule=3)  # type: ignore[arg-type]
+
+
+def test_latest_evaluation_is_shown_when_not_converged(tmp_path):
+    from ecopt.report import build_report, show_text
+    from ecopt.report.html import render_html
+
+    study = ecopt.Study(SPACE, OBJS, storage=tmp_path / "s", meter="estimate",
+                        sampler=QLogNEHVISampler(n_init=4))
+    study.optimize(flat, n_trials=3, show_progress=False, stop_when_converged=True)
+    assert study.stop_reason == "n_trials"
+    study.close()
+    data = build_report(tmp_path / "s")
+    line = "not converged: 2 complete trial(s); the rule is evaluated from min_trials=10"
+    assert data.convergence == line
+    assert f"stopping rule: {line}" in show_text(data)
+    assert "stopping rule" in render_html(data) and "min_trials=10" in render_html(data)
