@@ -43,7 +43,9 @@ class StoppingRule:
         patience: Evaluations in a row (one per new set of finished trials, so
             one per proposal in a sequential study) whose bound is at or below
             the noise level.
-        min_trials: Complete trials before the rule is evaluated at all.
+        min_trials: Complete trials before the rule is evaluated at all (20, as
+            Optuna's terminator: with fewer, the GPs' noise and lengthscales are
+            too uncertain for the bound to mean much).
         beta: The optimistic point is ``mean + sqrt(beta) * sd`` per objective;
             ``None``: GP-UCB's schedule ``2 log(d n^2 pi^2 / (6 delta)) / 5``
             (as Optuna's terminator), ``n`` complete trials, ``d`` dimensions.
@@ -58,7 +60,7 @@ class StoppingRule:
     """
 
     patience: int = 3
-    min_trials: int = 10
+    min_trials: int = 20
     beta: float | None = None
     delta: float = 0.1
     noise_floor: float = 0.0
@@ -101,7 +103,9 @@ def _number(v: Any) -> bool:
 
 
 def _g(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.2g}"
+    from ecopt.report.fmt import fmt_number  # one home for number formatting
+
+    return "n/a" if x is None else fmt_number(x)
 
 
 @dataclass(frozen=True)

@@ -99,7 +99,7 @@ def test_rule_before_min_trials_and_without_new_trials():
     study = ecopt.Study(SPACE, OBJS, sampler=QLogNEHVISampler(n_init=4), meter="estimate")
     study.optimize(flat, n_trials=3, show_progress=False)
     t = study.termination()
-    assert not t.converged and t.upper_bound is None and "min_trials=10" in t.reason
+    assert not t.converged and t.upper_bound is None and "min_trials=20" in t.reason
     assert study.termination() is t  # evaluated once per set of finished trials
     assert t.describe().startswith("not converged: 3 complete trial(s)")
     assert study.ask().proposal["convergence"]["n_records"] == 3
@@ -141,7 +141,7 @@ def test_latest_evaluation_is_shown_when_not_converged(tmp_path):
     assert study.stop_reason == "n_trials"
     study.close()
     data = build_report(tmp_path / "s")
-    line = "not converged: 2 complete trial(s); the rule is evaluated from min_trials=10"
+    line = "not converged: 2 complete trial(s); the rule is evaluated from min_trials=20"
     assert data.convergence == line
     assert f"stopping rule: {line}" in show_text(data)
-    assert "stopping rule" in render_html(data) and "min_trials=10" in render_html(data)
+    assert "stopping rule" in render_html(data) and "min_trials=20" in render_html(data)
