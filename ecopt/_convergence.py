@@ -213,6 +213,14 @@ class ConvergenceTracker:
                 found.append(t)
         return max(found, key=lambda t: t.n_records) if found else None
 
+    def cached(self, rule: StoppingRule, n_records: int) -> Termination | None:
+        """The latest evaluation when it was made under ``rule`` at ``n_records`` finished trials."""
+        last = self.latest
+        if last is not None and last.n_records == n_records \
+                and last.details.get("rule") == asdict(rule):
+            return last
+        return None
+
     def evaluate(self, rule: StoppingRule, records: Sequence[TrialRecord],
                  bound: Callable[[], Any] | None) -> Termination:
         """The rule at ``records`` (what the sampler sees).
@@ -232,10 +240,10 @@ class ConvergenceTracker:
                              "'qnehvi'): it bounds the hypervolume still to gain with the "
                              "sampler's GPs; use one, or stop with n_trials, timeout_s or "
                              "energy_budget_j")
-        last = self.latest
-        if last is not None and last.n_records == n and last.patience == rule.patience \
-                and last.details.get("rule") == asdict(rule):
+        last = self.cached(rule, n)
+        if last is not None:
             return last
+        last = self.latest
         before = self._before if last is not None and last.n_records == n else \
             (last.below if last is not None and last.n_records < n else 0)
         settings = {"rule": asdict(rule)}

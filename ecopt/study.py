@@ -531,6 +531,8 @@ class Study:
                        n_candidates=rule.n_candidates))
         tracker = self._convergence
         assert tracker is not None
+        if bound is not None and (done := tracker.cached(rule, len(seen))) is not None:
+            return done  # nothing new to evaluate: no meter window either
         before = tracker.latest
         t, search, energy = meter_proposal(self.meter,
                                            lambda: tracker.evaluate(rule, seen, bound))

@@ -5,12 +5,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from typing import Any
 
 import pytest
 
 import ecopt
-from ecopt.meters.base import ComponentEnergy, Meter
 from ecopt.workloads.classifier import ClassifierObjective, build_mlp, count_parameters
 
 
@@ -38,22 +36,10 @@ def test_mlp_builder_and_objective_phases():
     assert r.phases["train"].samples == 2 * (1797 - 360) and r.phases["validate"].samples == 720
 
 
-class FixedJoules(Meter):
-    """2 J per window: every trial's samples/J is the same, so accuracy alone ranks them."""
-
-    name = "fixed-joules"
-
-    def _start(self) -> None:
-        pass
-
-    def _stop(self, state: Any, duration_s: float) -> dict[str, ComponentEnergy]:
-        return {"cpu": ComponentEnergy(2.0, "fake-fixed-joules", True)}
-
-
-def test_classifier_curve_is_pruned_and_off_switch():
+def test_classifier_curve_is_pruned_and_off_switch(fixed_joules_meter):
     s = ecopt.Study(ecopt.SearchSpace({"width": ecopt.Fixed(16), "epochs": ecopt.Fixed(6)}),
                     [ecopt.Objective("accuracy"), ecopt.Objective("samples_per_joule")],
-                    sampler="random", meter=FixedJoules(),
+                    sampler="random", meter=fixed_joules_meter(),
                     pruner=ecopt.pruners.HyperbandPruner(max_resource=6, n_warmup_trials=0,
                                                          min_trials_at_rung=1, brackets=1))
     obj = ClassifierObjective(inference_passes=1, inference_min_s=0.0, lr=1e-2)

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import numpy as np
 import pytest
 
 import ecopt
 from ecopt.cli import main
-from ecopt.meters.base import ComponentEnergy, Meter
 from ecopt.samplers import QLogNEHVISampler
 
 SPACE = {"x": ecopt.Float(0, 1), "y": ecopt.Float(0, 1)}
@@ -24,21 +22,10 @@ def flat(trial: ecopt.Trial) -> dict[str, float]:
     return {"a": 1 + 0.01 * rng.normal(), "b": 1 + 0.01 * rng.normal()}
 
 
-class FixedJoules(Meter):
-    """``joules`` per window (a deterministic stand-in for an energy counter)."""
-
-    name = "fixed-joules"
-
-    def _start(self) -> None:
-        pass
-
-    def _stop(self, state: Any, duration_s: float) -> dict[str, ComponentEnergy]:
-        return {"cpu": ComponentEnergy(2.0, "fake-fixed-joules", True)}
-
-
 @pytest.mark.slow
-def test_optimize_stops_early_on_a_flat_problem_and_says_why(tmp_path, capsys):
-    study = ecopt.Study(SPACE, OBJS, storage=tmp_path / "s", meter=FixedJoules(),
+def test_optimize_stops_early_on_a_flat_problem_and_says_why(tmp_path, capsys,
+                                                              fixed_joules_meter):
+    study = ecopt.Study(SPACE, OBJS, storage=tmp_path / "s", meter=fixed_joules_meter(),
                         sampler=QLogNEHVISampler(n_init=6))
     done = study.optimize(flat, n_trials=40, show_progress=False, stop_when_converged=RULE)
     assert len(done) < 30
@@ -63,7 +50,7 @@ def test_optimize_stops_early_on_a_flat_problem_and_says_why(tmp_path, capsys):
     call = spec["sessions"][-1]["optimize"][-1]
     assert call["stop_when_converged"] is True and call["convergence"]["converged"] is True
 
-    again = ecopt.Study(SPACE, OBJS, storage=tmp_path / "s", meter=FixedJoules(),
+    again = ecopt.Study(SPACE, OBJS, storage=tmp_path / "s", meter=fixed_joules_meter(),
                         sampler=QLogNEHVISampler(n_init=6))
     assert again.stopping_rule == RULE  # the recorded rule, kept
     assert again.should_terminate()  # no new trial: the recorded evaluation
