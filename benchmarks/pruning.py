@@ -19,6 +19,11 @@ Methods:
     ``ecopt-random``, ``ecopt-random-hyperband``, ``ecopt-random-dominance``
                          the same with ecopt's random sampler (Sobol first): where
                          proposals are not steered away from dominated regions
+    ``ecopt-stop``       qLogNEHVI, no pruning, ``optimize(stop_when_converged=True)``: the
+                         stopping rule with its defaults ends the study before the budget
+                         when the GPs see no improvement beyond noise (table ``stopping``:
+                         hypervolume at the stop over the same seed's full-budget ``ecopt``
+                         run, and the trial energy saved)
     ``optuna-tpe``       Optuna ``TPESampler(multivariate=True)``, two objectives, no pruning
                          (Optuna's pruners are single-objective)
     ``optuna-gp``        Optuna ``GPSampler``, two objectives, no pruning
@@ -85,7 +90,10 @@ METHODS: dict[str, str] = {
     "optuna-tpe": "Optuna TPESampler(multivariate=True), 2 objectives, no pruning",
     "optuna-gp": "Optuna GPSampler, 2 objectives, no pruning",
     "optuna-hyperband": "Optuna TPE + HyperbandPruner on a scalarised objective",
+    "ecopt-stop": "ecopt qLogNEHVI, no pruning, optimize(stop_when_converged=True)",
 }
+#: Methods that end a study with the stopping rule (compared with the same seed's ``ecopt``).
+STOPPING = ("ecopt-stop",)
 
 
 def _observe(problem: CurveProblem, params: dict[str, Any], seed: int, k: int
@@ -178,7 +186,8 @@ def _run_ecopt(problem: CurveProblem, method: str, seed: int, budget: int) -> di
 
         study.pruner.decide = timed  # type: ignore[method-assign]
     replay = _Replay(problem, seed, meter)
-    recs = study.optimize(replay, n_trials=budget, show_progress=False)
+    recs = study.optimize(replay, n_trials=budget, show_progress=False,
+                          stop_when_converged=method in STOPPING)
     trials = []
     for r in sorted(recs, key=lambda r: r.number):
         search = r.proposal.get("search", {})
@@ -188,7 +197,7 @@ def _run_ecopt(problem: CurveProblem, method: str, seed: int, budget: int) -> di
                        "proposal_j": search.get("energy_j") or 0.0,
                        "proposal_s": search.get("duration_s") or 0.0})
     study.close()
-    return {"trials": trials, "decide_s": decide_s}
+    return {"trials": trials, "decide_s": decide_s, "stop_reason": study.stop_reason}
 
 
 def _scalariser(problem: CurveProblem) -> Any:
@@ -307,7 +316,8 @@ def run_one(problem: CurveProblem, method: str, seed: int, budget: int) -> dict[
             "states": [t["state"] for t in out["trials"]],
             "proposal_j": [t["proposal_j"] for t in out["trials"]],
             "proposal_s": [t["proposal_s"] for t in out["trials"]],
-            "decide_s": out["decide_s"], "wall_s": time.perf_counter() - t0,
+            "decide_s": out["decide_s"], "stop_reason": out.get("stop_reason"),
+            "wall_s": time.perf_counter() - t0,
             "cpu_s": time.process_time() - c0}
 
 
@@ -382,10 +392,47 @@ def summarise(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
                 "decide_ms_median": float(np.median(decide) * 1000) if decide else None,
                 "decide_ms_p99": float(np.percentile(decide, 99) * 1000) if decide else None,
                 "decide_ms_max": float(np.max(decide) * 1000) if decide else None,
+                **(_stopping(rs, base) if m in STOPPING else {}),
             }
         out[prob] = {"budget": pr[0]["budget"], "max_step": pr[0]["max_step"],
                      "max_hv": pr[0]["max_hv"], "rows": rows}
     return out
+
+
+def _stopping(rs: Sequence[dict[str, Any]], base: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """A stopping-rule method against the same seeds' full-budget baseline runs."""
+    full = {r["seed"]: r for r in base}
+    paired = [(r, full[r["seed"]]) for r in rs if r["seed"] in full]
+    ratio = [r["hv"][-1] / b["hv"][-1] for r, b in paired if b["hv"][-1] > 0]
+    saved = [1.0 - r["energy_j"][-1] / b["energy_j"][-1] for r, b in paired
+             if b["energy_j"][-1] > 0]
+    return {"stopped_early": sum(str(r.get("stop_reason") or "").startswith("converged")
+                                 for r in rs),
+            "trials_run": [len(r["hv"]) for r in rs],
+            "hv_at_stop_vs_full": ratio,
+            "mean_hv_at_stop_vs_full": float(np.mean(ratio)) if ratio else None,
+            "within_10pct_of_full": sum(x >= 0.9 for x in ratio),
+            "trial_energy_saved_vs_full": saved,
+            "mean_trial_energy_saved_vs_full": float(np.mean(saved)) if saved else None}
+
+
+def _stopping_table(summary: dict[str, Any]) -> dict[str, Any]:
+    cols = ["problem", "method", "seeds", "stopped early", "trials run (mean of budget)",
+            "HV at stop / full-budget HV (mean, min)", "within 10% of full HV",
+            "trial energy saved vs full budget (mean)"]
+    rows = []
+    for prob, s in summary.items():
+        for m, r in s["rows"].items():
+            if m not in STOPPING:
+                continue
+            ratio = r["hv_at_stop_vs_full"]
+            rows.append([prob, m, r["n_seeds"], f"{r['stopped_early']}/{r['n_seeds']}",
+                         f"{np.mean(r['trials_run']):.1f} of {s['budget']}",
+                         "-" if not ratio else f"{np.mean(ratio):.3f}, {min(ratio):.3f}",
+                         f"{r['within_10pct_of_full']}/{len(ratio)}",
+                         "-" if r["mean_trial_energy_saved_vs_full"] is None
+                         else f"{r['mean_trial_energy_saved_vs_full']:.0%}"])
+    return {"columns": cols, "rows": rows}
 
 
 def _fmt_j(x: float | None) -> str:
@@ -428,7 +475,8 @@ def tables(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
                               f"{r['decide_ms_max']:.2f}"])
     return {"pruning": {"columns": cols, "rows": rows},
             "decide_speed": {"columns": ["problem", "pruner", "median ms", "p99 ms", "max ms"],
-                             "rows": speed}}
+                             "rows": speed},
+            "stopping": _stopping_table(summary)}
 
 
 def markdown_table(t: dict[str, Any]) -> str:
@@ -486,7 +534,11 @@ def record(summary: dict[str, Any], runs: Sequence[dict[str, Any]], dest: Path,
           "hypervolume over the baseline's; epochs saved = 1 - its mean epochs over the "
           "baseline's.", "", "## pruning", "", markdown_table(tabs["pruning"]), "",
           "## decide_speed", "", "CPU time of one pruner decision (`time.process_time`).", "",
-          markdown_table(tabs["decide_speed"]), ""]
+          markdown_table(tabs["decide_speed"]), "",
+          "## stopping", "", "A stopping-rule method against the same seed's full-budget "
+          "`ecopt` run (the proposals are the same up to the stop): its hypervolume when it "
+          "stopped over the full run's, and 1 - its trial joules over the full run's.", "",
+          markdown_table(tabs["stopping"]), ""]
     (dest / "summary.md").write_text("\n".join(md))
 
 
@@ -563,6 +615,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(markdown_table(tables(summary)["pruning"]))
     print()
     print(markdown_table(tables(summary)["decide_speed"]))
+    if tables(summary)["stopping"]["rows"]:
+        print()
+        print(markdown_table(tables(summary)["stopping"]))
     if args.record:
         cmd = "python -m benchmarks.pruning " + " ".join(sys.argv[1:] if argv is None else argv)
         record(summary, runs, Path(args.record), cmd, args.git_commit)

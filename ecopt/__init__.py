@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ecopt._convergence import StoppingRule, Termination
 from ecopt._version import __version__
 from ecopt.errors import (
     EcoptError,
@@ -63,6 +64,8 @@ __all__ = [
     "StudyLockedError",
     "TrialPruned",
     "Intermediate",
+    "StoppingRule",
+    "Termination",
     "pruners",
     "DaskExecutor",
     "pareto",

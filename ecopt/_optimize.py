@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import TYPE_CHECKING, Any
 
+from ecopt._convergence import StoppingRule
 from ecopt._search import EnergyBudget
 from ecopt.errors import ExecutorLostError
 from ecopt.executors import Executor
@@ -53,14 +54,16 @@ class OptimizeLoop:
         done: Records of the trials this call ran, in the order they were saved.
         stop_reason: Why the loop stopped proposing (``"n_trials"``, ``"timeout"``,
             ``"sampler exhausted"``, ``"stopped by study.stop()"``, the energy
-            budget with its numbers...).
+            budget with its numbers, the stopping rule's ``"converged: ..."``
+            line...).
     """
 
     def __init__(self, study: Study, objective: Callable[[Trial], Any], n_trials: int | None,
                  batch_size: int, executor: Executor, timeout_s: float | None,
                  progress: Progress, asynchronous: bool,
                  callbacks: Sequence[Callback] = (), *,
-                 energy_budget_j: float | None = None) -> None:
+                 energy_budget_j: float | None = None,
+                 stop_when_converged: StoppingRule | None = None) -> None:
         self.study = study
         self.objective = objective
         self.batch_size = batch_size
@@ -75,6 +78,8 @@ class OptimizeLoop:
         self.in_flight: dict[Future[TrialOutcome], Trial] = {}
         self.stop_reason: str | None = None
         self.budget = EnergyBudget(energy_budget_j) if energy_budget_j is not None else None
+        #: The stopping rule evaluated before each proposal (``None``: off).
+        self.rule = stop_when_converged
         #: Joules of the trials this call ran (every state).
         self.trials_j = 0.0
         self._t0 = time.monotonic()
@@ -172,6 +177,13 @@ class OptimizeLoop:
                 self.to_start = 0
                 log.info("energy budget: %s; no more trials start", self.stop_reason)
             return False
+        if self.rule is not None:
+            t = self.study.termination(self.rule)
+            if t.converged:
+                self.stop_reason = t.describe()
+                self.to_start = 0
+                log.info("stopping rule: %s; no more trials start", self.stop_reason)
+                return False
         return True
 
     def _affordable(self, want: int) -> tuple[int, str]:

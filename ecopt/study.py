@@ -23,6 +23,7 @@ from typing import Any, overload
 import numpy as np
 
 from ecopt import pareto
+from ecopt._convergence import NOTES_KEY, ConvergenceTracker, StoppingRule, Termination
 from ecopt._search import meter_proposal, search_energy_j, split_search
 from ecopt._types import Params
 from ecopt._version import __version__
@@ -144,6 +145,12 @@ class Study:
         # Joules of every proposal this object made, and each proposed trial's share.
         self._proposal_energy_j = 0.0
         self._proposal_shares: list[float] = []
+        #: The stopping rule :meth:`should_terminate` evaluates (``optimize(...,
+        #: stop_when_converged=rule)`` sets it).
+        self.stopping_rule = StoppingRule()
+        self._convergence: ConvergenceTracker | None = None
+        # The metered window of a stopping-rule evaluation not yet billed to a proposal.
+        self._unbilled_search: dict[str, Any] | None = None
 
         if _readonly:
             self.sampler: Sampler | None = None
@@ -184,6 +191,8 @@ class Study:
             if self.idle is not None and self._storage is not None:
                 self.spec.update(idle=self.idle, meter=self.meter.describe())
                 self._storage.write_spec(self.spec)
+        if self._records:
+            self._restore_convergence()
 
     # -- storage -------------------------------------------------------------
     def _spec_core(self) -> dict[str, Any]:
@@ -429,6 +438,10 @@ class Study:
             got, search, energy = meter_proposal(
                 self.meter, lambda: list(sampler.propose(self.space, seen, pending, k)))
             self._proposal_energy_j += energy
+            search = self._bill_convergence_check(search)
+            latest = self._convergence.latest if self._convergence is not None else None
+            check = latest.to_dict() if latest is not None and latest.n_records == len(seen) \
+                else None
             if len(got) > k:
                 warnings.warn(f"sampler {self.sampler.name!r} returned {len(got)} proposals "
                               f"for n={k}; the extra ones are dropped", RuntimeWarning,
@@ -437,7 +450,9 @@ class Study:
             proposals = [p if isinstance(p, Proposal) else Proposal(dict(p), self.sampler.name, {})
                          for p in got]
             share = split_search(search, len(proposals)) if proposals else search
-            proposals = [Proposal(p.params, p.proposed_by, {**p.info, "search": dict(share)})
+            proposals = [Proposal(p.params, p.proposed_by,
+                                  {**p.info, "search": dict(share),
+                                   **({NOTES_KEY: dict(check)} if check is not None else {})})
                          for p in proposals]
             self._proposal_shares.extend(search_energy_j(share) for _ in proposals)
         trials: list[Trial] = []
@@ -459,6 +474,102 @@ class Study:
                 raise EcoptError("the sampler has nothing left to propose (grid exhausted?)")
             return trials[0]
         return trials
+
+    def _bill_convergence_check(self, search: dict[str, Any]) -> dict[str, Any]:
+        """Add the window of a stopping-rule evaluation made since the last proposal."""
+        extra, self._unbilled_search = self._unbilled_search, None
+        if extra is None:
+            return search
+        out = dict(search)
+        out["duration_s"] = float(search.get("duration_s") or 0.0) + extra["duration_s"]
+        if search.get("energy_j") is not None or extra.get("energy_j") is not None:
+            out["energy_j"] = float(search.get("energy_j") or 0.0) \
+                + float(extra.get("energy_j") or 0.0)
+        out["convergence_check_s"] = extra["duration_s"]
+        return out
+
+    def _restore_convergence(self) -> None:
+        """The last recorded evaluation and its rule: a re-opened study goes on with both."""
+        calls: list[Any] = []
+        for sess in self.spec.get("sessions") or []:
+            got = sess.get("optimize") if isinstance(sess, dict) else None
+            calls += got if isinstance(got, list) else []
+        self._convergence = ConvergenceTracker(ConvergenceTracker.recorded(self._records, calls))
+        kept = self._convergence.rule()
+        if kept is not None:
+            self.stopping_rule = kept
+
+    def termination(self, rule: StoppingRule | None = None) -> Termination:
+        """Evaluate the stopping rule on the finished trials (see :meth:`should_terminate`).
+
+        The GPs are fitted once per new set of finished trials; asking again
+        without new trials returns the same evaluation. The evaluation is
+        metered like a proposal (its joules count in the search energy and
+        against ``energy_budget_j``, and are added to the next proposal's
+        ``proposal["search"]``), and is kept in the next proposed trial's notes
+        (``proposal["convergence"]``).
+
+        Args:
+            rule: The settings (default :attr:`stopping_rule`).
+
+        Returns:
+            The :class:`~ecopt.Termination`: ``converged``, ``upper_bound``,
+            ``noise``, ``below`` (evaluations in a row at or below the noise),
+            ``patience``, ``reason``, ``details``.
+
+        Raises:
+            EcoptError: when the study's sampler has no model (``"random"``,
+                ``"sobol"``, ``"grid"``): it cannot bound what is left to gain.
+        """
+        self._require_writable()
+        assert self.sampler is not None and self.meter is not None
+        if self._convergence is None:
+            self._restore_convergence()
+        rule = self.stopping_rule if rule is None else rule
+        if not isinstance(rule, StoppingRule):
+            raise ValueError(f"rule must be an ecopt.StoppingRule, got {rule!r}")
+        seen, _ = self._records_for_sampler()
+        sampler, space = self.sampler, self.space
+        fn = getattr(sampler, "improvement_bound", None)
+        bound = None if not callable(fn) else (
+            lambda: fn(space, seen, beta=rule.beta, delta=rule.delta,
+                       n_candidates=rule.n_candidates))
+        tracker = self._convergence
+        assert tracker is not None
+        if bound is not None and (done := tracker.cached(rule, len(seen))) is not None:
+            return done  # nothing new to evaluate: no meter window either
+        before = tracker.latest
+        t, search, energy = meter_proposal(self.meter,
+                                           lambda: tracker.evaluate(rule, seen, bound))
+        if t is not before:  # a new evaluation: bill its window to the next proposal
+            self._proposal_energy_j += energy
+            prev = self._unbilled_search or {"duration_s": 0.0, "energy_j": None}
+            e = search.get("energy_j")
+            self._unbilled_search = {
+                "duration_s": prev["duration_s"] + float(search.get("duration_s") or 0.0),
+                "energy_j": None if e is None and prev["energy_j"] is None
+                else float(prev["energy_j"] or 0.0) + float(e or 0.0)}
+        return t
+
+    def should_terminate(self, rule: StoppingRule | None = None) -> bool:
+        """Has the search converged: would more trials move the front by more than noise?
+
+        True when, for the last ``rule.patience`` evaluations in a row (one per
+        new set of finished trials), an upper bound on the hypervolume
+        improvement still possible (the largest improvement of an optimistic
+        point, posterior mean + ``sqrt(beta)`` sd of the sampler's GPs, over
+        1,024 Sobol candidates) was at or below the improvement that one noise
+        standard deviation gives (both relative to the front's hypervolume).
+        False before ``rule.min_trials`` complete trials. The numbers are in
+        :meth:`termination`; docs/energy-aware-search.md states the rule.
+
+        Args:
+            rule: The settings (default :attr:`stopping_rule`, ``StoppingRule()``).
+
+        Raises:
+            EcoptError: when the study's sampler has no model.
+        """
+        return self.termination(rule).converged
 
     def _records_for_sampler(self) -> tuple[list[TrialRecord], list[Params]]:
         """What the sampler learns from: the records, pruned trials at their judged values.
@@ -676,7 +787,8 @@ class Study:
                  executor: str | Executor = "local", timeout_s: float | None = None,
                  show_progress: bool | None = None, *, asynchronous: bool = True,
                  callbacks: Sequence[Callback] = (), live: bool = False,
-                 energy_budget_j: float | None = None) -> list[TrialRecord]:
+                 energy_budget_j: float | None = None,
+                 stop_when_converged: bool | StoppingRule = False) -> list[TrialRecord]:
         """Run ``n_trials`` more trials (or until a time or energy budget is spent).
 
         With an executor that runs several trials at once (``"processes"``,
@@ -723,6 +835,11 @@ class Study:
                 one trial has finished, trials start one at a time. A trial
                 that costs more than predicted can still take the total over.
                 See docs/energy-aware-search.md.
+            stop_when_converged: Start no new trial once :meth:`should_terminate`
+                says the search has converged (``True``: ``StoppingRule()``; or an
+                :class:`~ecopt.StoppingRule`, which becomes :attr:`stopping_rule`).
+                The rule is evaluated before each proposal; trials in flight
+                finish. Needs a model-based sampler.
 
         Returns:
             The records of the trials this call ran. Why the call stopped
@@ -732,7 +849,8 @@ class Study:
         Raises:
             ValueError: for ``n_trials < 1``, ``batch_size < 1``, a
                 non-positive ``timeout_s`` or ``energy_budget_j``, no limit at
-                all, an energy budget with a meter that reads no energy, or an
+                all, an energy budget with a meter that reads no energy, a bad
+                ``stop_when_converged`` or one with a model-free sampler, or an
                 objective the executor cannot send to its workers
                 (unpicklable), before any trial starts.
             ExecutorLostError: the executor went away (the Dask scheduler
@@ -761,6 +879,14 @@ class Study:
                 raise ValueError(f"energy_budget_j > 0 must hold (a finite number of joules), "
                                  f"got energy_budget_j={energy_budget_j!r}")
             self._check_meter_reads_energy()
+        rule = StoppingRule.of(stop_when_converged)
+        if rule is not None:
+            assert self.sampler is not None
+            if not callable(getattr(self.sampler, "improvement_bound", None)):
+                raise ValueError(f"stop_when_converged needs a model-based sampler ('qlognehvi' "
+                                 f"or 'qnehvi'); sampler {self.sampler.name!r} has no model "
+                                 "to bound the hypervolume still to gain")
+            self.stopping_rule = rule
         if n_trials is None and timeout_s is None and energy_budget_j is None:
             raise ValueError("optimize() needs a limit: n_trials, timeout_s or energy_budget_j "
                              "(got none of them)")
@@ -789,7 +915,8 @@ class Study:
         progress = Progress(self, n_trials, enabled=show_progress)
         self._stop_requested = False
         loop = OptimizeLoop(self, objective, n_trials, batch_size, ex, timeout_s, progress,
-                            asynchronous, callbacks, energy_budget_j=energy_budget_j)
+                            asynchronous, callbacks, energy_budget_j=energy_budget_j,
+                            stop_when_converged=rule)
         started_at = _now_iso()
         self._optimizing = True
         try:
@@ -834,6 +961,10 @@ class Study:
                  "trials_run": len(loop.done), "timeout_s": timeout_s,
                  "energy_budget_j": energy_budget_j, "stop_reason": loop.stop_reason,
                  "trial_energy_j": loop.trials_j, "proposal_energy_j": loop.proposals_j}
+        if loop.rule is not None:
+            latest = self._convergence.latest if self._convergence is not None else None
+            entry["stop_when_converged"] = True
+            entry[NOTES_KEY] = latest.to_dict() if latest is not None else None
         try:
             self.spec["sessions"][-1].setdefault("optimize", []).append(entry)
             self._storage.write_spec(self.spec)

@@ -34,3 +34,23 @@ def _restore_ecopt_log_level():
 def run_dir(tmp_path):
     """A fresh study directory path (not created)."""
     return tmp_path / "study"
+
+
+@pytest.fixture
+def fixed_joules_meter():
+    """A meter class reading 2 J per window, whatever ran: a deterministic stand-in for an
+    energy counter (every equal-sized phase gets the same samples/J)."""
+    from typing import Any
+
+    from ecopt.meters.base import ComponentEnergy, Meter
+
+    class FixedJoules(Meter):
+        name = "fixed-joules"
+
+        def _start(self) -> None:
+            pass
+
+        def _stop(self, state: Any, duration_s: float) -> dict[str, ComponentEnergy]:
+            return {"cpu": ComponentEnergy(2.0, "fake-fixed-joules", True)}
+
+    return FixedJoules

@@ -12,7 +12,7 @@ EXPECTED = {
     "Constraint", "Study", "load_study", "Trial", "TrialRecord", "TrialState", "Sampler", "Meter",
     "Measurement", "EcoptError", "ExecutorLostError", "Infeasible", "MeterError", "MeterUnavailableError",
     "NotAStudyError", "SpecMismatchError", "StudyLockedError", "TrialPruned", "Intermediate",
-    "DaskExecutor", "pareto", "samplers", "meters", "plot", "pruners",
+    "DaskExecutor", "pareto", "samplers", "meters", "plot", "pruners", "StoppingRule", "Termination",
 }
 
 

@@ -23,10 +23,41 @@ def test_mlp_builder_and_objective_phases():
     s.optimize(ClassifierObjective(inference_passes=2, inference_min_s=0.0), n_trials=1)
     r = s.records[0]
     assert r.state is ecopt.TrialState.COMPLETE, r.error
-    assert set(r.phases) == {"load", "train", "warmup", "inference"}
+    assert set(r.phases) == {"load", "train", "validate", "warmup", "inference"}
     assert r.phases["inference"].samples == 2 * 360 and r.metrics["inference_passes"] == 2
     assert r.values["accuracy"] > 0.5  # digits is easy: even 2 epochs learn it
     assert r.values["samples_per_joule"] == pytest.approx(720 / r.phases["inference"].energy_j)
+    # The learning curve: one report per epoch, the last one the final accuracy.
+    assert [p.step for p in r.intermediate] == [1, 2]
+    assert r.intermediate[-1].values["accuracy"] == pytest.approx(r.values["accuracy"])
+    assert all(p.values["train_loss"] > 0 and p.values["samples_per_joule"] > 0
+               for p in r.intermediate)
+    assert r.intermediate[0].energy_j < r.intermediate[1].energy_j  # joules so far, growing
+    assert r.phases["train"].samples == 2 * (1797 - 360) and r.phases["validate"].samples == 720
+
+
+def test_classifier_curve_is_pruned_and_off_switch(fixed_joules_meter):
+    s = ecopt.Study(ecopt.SearchSpace({"width": ecopt.Fixed(16), "epochs": ecopt.Fixed(6)}),
+                    [ecopt.Objective("accuracy"), ecopt.Objective("samples_per_joule")],
+                    sampler="random", meter=fixed_joules_meter(),
+                    pruner=ecopt.pruners.HyperbandPruner(max_resource=6, n_warmup_trials=0,
+                                                         min_trials_at_rung=1, brackets=1))
+    obj = ClassifierObjective(inference_passes=1, inference_min_s=0.0, lr=1e-2)
+    s.optimize(obj, n_trials=1, show_progress=False)
+    # A second trial that learns nothing (lr tiny) is ranked below the first at a rung.
+    s.optimize(ClassifierObjective(inference_passes=1, inference_min_s=0.0, lr=1e-9),
+               n_trials=4, show_progress=False)
+    pruned = [r for r in s.records if r.state is ecopt.TrialState.PRUNED]
+    assert [r.number for r in pruned] == [1, 2, 3, 4]  # at the first rung, epoch 1
+    assert all([p.step for p in r.intermediate] == [1] for r in pruned)
+    assert s.records[0].state is ecopt.TrialState.COMPLETE and len(s.records[0].intermediate) == 6
+    off = ecopt.Study(ecopt.SearchSpace({"epochs": ecopt.Fixed(2)}),
+                      [ecopt.Objective("accuracy"), ecopt.Objective("samples_per_joule")],
+                      sampler="random", meter="estimate")
+    off.optimize(ClassifierObjective(inference_passes=1, inference_min_s=0.0,
+                                     report_curve=False), n_trials=1, show_progress=False)
+    r = off.records[0]
+    assert r.intermediate == () and "validate" not in r.phases
 
 
 def test_the_inference_window_lasts_long_enough_to_measure():
@@ -56,6 +87,7 @@ def test_quickstart_cli_end_to_end(tmp_path):
     assert [r["proposed_by"] for r in recs][:7].count("sobol") == 7  # 2*(d+1) = 10 initial
     study = ecopt.load_study(out)
     assert len(study.pareto_front()) >= 1
+    assert all([p.step for p in r.intermediate] == [1, 2] for r in study.records)  # per epoch
     # Re-running resumes the same directory: numbering continues.
     p2 = subprocess.run([sys.executable, "-m", "ecopt.cli", "quickstart", "--trials", "1",
                          "--epochs", "2", "--out", str(out), "--quiet"],

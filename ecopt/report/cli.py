@@ -281,6 +281,9 @@ def show_text(data: ReportData, color: bool = False) -> str:
                f"{fmt_number(data.search_duration_s)} s of trials")
     if data.stop_reason:
         out.append(f"last optimize() stopped: {data.stop_reason}")
+    conv = data.convergence
+    if conv and conv != data.stop_reason:
+        out.append(f"stopping rule: {conv}")
     if data.reference_point is not None:
         out.append(f"hypervolume: {data.hypervolume:.6g} (reference point "
                    + ", ".join(f"{fmt_number(v)}" for v in data.reference_point)

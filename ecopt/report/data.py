@@ -313,6 +313,13 @@ class ReportData:
                 return str(call["stop_reason"])
         return None
 
+    @property
+    def convergence(self) -> str | None:
+        """The stopping rule's last recorded evaluation as one line (``None``: never ran)."""
+        from ecopt._convergence import latest_line
+
+        return latest_line(self.records, self.optimize_calls)
+
     # -- convenience ----------------------------------------------------------
     @property
     def objective_names(self) -> list[str]:

@@ -173,6 +173,9 @@ def _summary(data: ReportData) -> str:
                  f"{_num(data.proposal_energy_j)} J)"))
     if data.stop_reason:
         rows.append(("last optimize() stopped", data.stop_reason))
+    conv = data.convergence
+    if conv and conv != data.stop_reason:
+        rows.append(("stopping rule", conv))
     rows.append(("trial time, summed", f"{_num(data.search_duration_s)} s"))
     return _kv(rows)
 

@@ -257,6 +257,22 @@ class QLogNEHVISampler(Sampler):
             out.append(Proposal(space.decode(u), self.name, note))
         return out
 
+    def improvement_bound(self, space: SearchSpace, records: Sequence[TrialRecord],
+                          beta: float | None = None, delta: float = 0.1,
+                          n_candidates: int = 1024) -> Any:
+        """Upper bound on the hypervolume still to gain, and the noise level, by this
+        sampler's GPs (the stopping rule's numbers: :mod:`ecopt.samplers._regret`).
+
+        Returns:
+            A :class:`~ecopt.samplers._regret.Bound`.
+
+        Raises:
+            ValueError: with fewer than 2 complete trials with every objective.
+        """
+        from ecopt.samplers._regret import improvement_bound
+
+        return improvement_bound(self, space, records, beta, delta, n_candidates)
+
 
 class QNEHVISampler(QLogNEHVISampler):
     """The non-log qNEHVI (as named in the ECOpt paper); same pipeline otherwise."""

@@ -14,9 +14,13 @@ It runs on ``device`` (``auto``: the GPU when there is one; see
 from pinned memory on CUDA; a CUDA out-of-memory makes the trial infeasible;
 ``peak_host_rss_gb`` (and on CUDA ``peak_device_memory_gb``) are recorded.
 
-It measures two phases, ``train`` and ``inference`` (``inference_passes``
+It measures the phases ``train`` and ``inference`` (``inference_passes``
 passes over the test set, so the window is long enough for a meter to resolve)
-and returns ``accuracy`` and ``samples_per_joule`` (inference).
+and returns ``accuracy`` and ``samples_per_joule`` (inference). With
+``report_curve`` (the default) it reports a learning curve: after each epoch
+the test accuracy and the samples per joule of that evaluation (measured in the
+``validate`` phase) and the training loss (:func:`train_with_curve`), and stops
+when the study's pruner says so (``ecopt.TrialPruned``).
 
 Example:
     >>> objective = ClassifierObjective(epochs=4)
@@ -28,6 +32,7 @@ from __future__ import annotations
 import math
 import time
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,7 +47,8 @@ from ecopt.workloads.device import (
     trial_on_device,
 )
 
-__all__ = ["ClassifierObjective", "CachedDataObjective", "build_mlp", "load_digits_split", "train_classifier", "evaluate",
+__all__ = ["ClassifierObjective", "CachedDataObjective", "build_mlp", "load_digits_split",
+           "train_classifier", "train_epochs", "train_with_curve", "evaluate",
            "count_parameters"]
 
 
@@ -109,14 +115,32 @@ def train_classifier(model: Any, X: np.ndarray, y: np.ndarray, lr: float, batch_
     if batch_size < 1 or epochs < 1 or not lr > 0:
         raise ValueError(f"batch_size >= 1, epochs >= 1 and lr > 0 must hold, got "
                          f"batch_size={batch_size}, epochs={epochs}, lr={lr}")
+    last = float("nan")
+    for last in train_epochs(model, X, y, lr, batch_size, epochs, seed, device, precision):
+        pass
+    return last
+
+
+def train_epochs(model: Any, X: np.ndarray, y: np.ndarray, lr: float, batch_size: int,
+                 epochs: int, seed: int = 0, device: str = "cpu",
+                 precision: str = "float32") -> Iterator[float]:
+    """:func:`train_classifier` one epoch at a time: yields each epoch's mean loss.
+
+    The caller may evaluate the model between epochs (each epoch puts it back
+    in training mode); the training is the same as :func:`train_classifier`'s.
+    """
+    import torch
+
+    if batch_size < 1 or epochs < 1 or not lr > 0:
+        raise ValueError(f"batch_size >= 1, epochs >= 1 and lr > 0 must hold, got "
+                         f"batch_size={batch_size}, epochs={epochs}, lr={lr}")
     prec = Precision(precision, device)
     g = torch.Generator().manual_seed(seed)
     Xt, yt = torch.from_numpy(X), torch.from_numpy(y)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     loss_fn = torch.nn.CrossEntropyLoss()
-    model.train()
-    last = float("nan")
     for _ in range(epochs):
+        model.train()
         perm = torch.randperm(len(Xt), generator=g)
         # Summed on the device: one host sync per epoch, not one per batch.
         total = torch.zeros((), device=device)
@@ -128,8 +152,50 @@ def train_classifier(model: Any, X: np.ndarray, y: np.ndarray, lr: float, batch_
                 loss = loss_fn(model(xb), yb)
             prec.step(loss, opt)
             total += loss.detach().float() * len(idx)
-        last = float(total) / len(Xt)
-    return last
+        yield float(total) / len(Xt)
+
+
+def train_with_curve(trial: Trial, model: Any, X: np.ndarray, y: np.ndarray,
+                     X_val: np.ndarray, y_val: np.ndarray, lr: float, batch_size: int,
+                     epochs: int, seed: int, device: str, precision: str,
+                     eval_batch_size: int = 256, curve: bool = True) -> None:
+    """Train in the trial's ``train`` phase; with ``curve``, report a learning curve.
+
+    After each epoch the model's accuracy on ``X_val`` is measured in the
+    ``validate`` phase and reported as ``trial.report(epoch, {"accuracy": ...,
+    "train_loss": ..., "samples_per_joule": ...})``: the last is the
+    ``validate`` passes' samples per joule so far (when the meter reads energy),
+    an early, noisier reading of the model's inference figure (one pass of the
+    same evaluation per epoch), so that a pruner sees both objectives of a
+    study of accuracy and inference samples/J. When the study's pruner says so
+    the trial stops (:class:`ecopt.TrialPruned`). Without ``curve`` it is one
+    ``train`` window, the same training.
+
+    Raises:
+        TrialPruned: when the pruner stops the trial.
+    """
+    from ecopt.errors import TrialPruned
+
+    if not curve:
+        with trial.phase("train", samples=len(X) * epochs):
+            train_classifier(model, X, y, lr, batch_size, epochs, seed=seed, device=device,
+                             precision=precision)
+        return
+    steps = train_epochs(model, X, y, lr, batch_size, epochs, seed=seed, device=device,
+                         precision=precision)
+    for epoch in range(1, epochs + 1):
+        with trial.phase("train", samples=len(X)):
+            loss = next(steps)
+        with trial.phase("validate", samples=len(X_val)):
+            acc = evaluate(model, X_val, y_val, eval_batch_size, device=device,
+                           precision=precision)
+        values = {"accuracy": acc, "train_loss": loss}
+        spj = trial.phases["validate"].samples_per_joule
+        if spj is not None:  # the model's inference throughput per joule, so far
+            values["samples_per_joule"] = spj
+        trial.report(epoch, values)
+        if trial.should_stop():
+            raise TrialPruned()
 
 
 def evaluate(model: Any, X: np.ndarray, y: np.ndarray, batch_size: int = 256,
@@ -202,6 +268,10 @@ class ClassifierObjective(CachedDataObjective):
         seed: Data split and training seed.
         device: ``auto``, ``cpu``, ``cuda`` or ``cuda:N``.
         precision: Default ``precision`` (``float32``, ``bfloat16``, ``float16``).
+        report_curve: After each epoch, measure the test accuracy (phase
+            ``validate``) and ``trial.report`` it with the training loss, so a
+            study's pruner can stop the trial (:func:`train_with_curve`).
+            ``False``: one ``train`` window and no curve.
     """
 
     epochs: int = 4
@@ -215,6 +285,7 @@ class ClassifierObjective(CachedDataObjective):
     seed: int = 0
     device: str = "auto"
     precision: str = "float32"
+    report_curve: bool = True
 
     def _p(self, trial: Trial, name: str) -> Any:
         return trial.params.get(name, getattr(self, name))
@@ -235,12 +306,11 @@ class ClassifierObjective(CachedDataObjective):
                                           int(self._p(trial, "width")),
                                           int(self._p(trial, "depth"))), device)
             trial.set_metric("n_params", count_parameters(model))
-            with trial.phase("train", samples=len(Xtr) * int(self._p(trial, "epochs"))):
-                train_classifier(model, Xtr, ytr, float(self._p(trial, "lr")),
-                                 int(self._p(trial, "batch_size")), int(self._p(trial, "epochs")),
-                                 seed=self.seed + trial.number, device=device,
-                                 precision=precision)
             inf_batch = int(self._p(trial, "inference_batch_size"))
+            train_with_curve(trial, model, Xtr, ytr, Xte, yte, float(self._p(trial, "lr")),
+                             int(self._p(trial, "batch_size")), int(self._p(trial, "epochs")),
+                             self.seed + trial.number, device, precision, inf_batch,
+                             self.report_curve)
             with trial.phase("warmup", samples=2 * len(Xte)):
                 # The first pass pays one-time costs (allocations, kernels): time the second.
                 evaluate(model, Xte, yte, inf_batch, passes=1, device=device,

@@ -5,7 +5,7 @@ Architecture knobs (the CNN search space of ECOpt's architecture search):
 ``depth`` (conv blocks), ``kernel_size``, ``stride`` (of every conv) and
 ``pooling`` (``max``, ``avg`` or ``none`` after each block), ended by global
 average pooling and a linear classifier. Training reuses
-:func:`ecopt.workloads.classifier.train_classifier` and
+:func:`ecopt.workloads.classifier.train_with_curve` (a learning curve reported per epoch) and
 :func:`ecopt.workloads.classifier.evaluate` (they take any torch module).
 
 Data: scikit-learn's digits as ``1 x 8 x 8`` images by default (real, shipped,
@@ -44,7 +44,7 @@ from ecopt.workloads.classifier import (
     CachedDataObjective,
     count_parameters,
     evaluate,
-    train_classifier,
+    train_with_curve,
 )
 from ecopt.workloads.device import (
     Precision,
@@ -227,6 +227,11 @@ class CNNObjective(CachedDataObjective):
         seed: Split and training seed.
         device: ``auto``, ``cpu``, ``cuda`` or ``cuda:N``.
         precision: Default ``precision`` (``float32``, ``bfloat16``, ``float16``).
+        report_curve: After each epoch, measure the test accuracy (phase
+            ``validate``) and ``trial.report`` it with the training loss, so a
+            study's pruner can stop the trial
+            (:func:`~ecopt.workloads.classifier.train_with_curve`). ``False``:
+            one ``train`` window and no curve.
     """
 
     cifar10_dir: str | None = None
@@ -245,6 +250,7 @@ class CNNObjective(CachedDataObjective):
     seed: int = 0
     device: str = "auto"
     precision: str = "float32"
+    report_curve: bool = True
 
     @property
     def data_name(self) -> str:
@@ -290,12 +296,10 @@ class CNNObjective(CachedDataObjective):
             torch.manual_seed(self.seed + trial.number)
             model = place_model(self.build(trial.params), device)
             trial.set_metric("n_params", count_parameters(model))
-            epochs = int(self._p(trial, "epochs"))
-            with trial.phase("train", samples=len(Xtr) * epochs):
-                train_classifier(model, Xtr, ytr, float(self._p(trial, "lr")),
-                                 int(self._p(trial, "batch_size")), epochs,
-                                 seed=self.seed + trial.number, device=device,
-                                 precision=precision)
+            train_with_curve(trial, model, Xtr, ytr, Xte, yte, float(self._p(trial, "lr")),
+                             int(self._p(trial, "batch_size")), int(self._p(trial, "epochs")),
+                             self.seed + trial.number, device, precision,
+                             self.inference_batch_size, self.report_curve)
             with trial.phase("inference", samples=len(Xte) * self.inference_passes):
                 acc = evaluate(model, Xte, yte, self.inference_batch_size,
                                passes=self.inference_passes, device=device, precision=precision)

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+import ecopt
+
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 
 pytestmark = pytest.mark.slow
@@ -103,6 +105,10 @@ def test_nas_cnn_smoke(script, tmp_path):
         assert c["n_pareto"] >= 1 and 0 < c["best_accuracy"] <= 1
         assert "hypervolume" in c and "samples_per_joule_at_matched" in c
         assert len(_is_study(out / m)) == 2
+        # Each trial reported its learning curve: one point per epoch (--epochs 1).
+        recs = ecopt.load_study(out / m).records
+        assert all([p.step for p in r.intermediate] == [1] for r in recs)
+        assert all(r.intermediate[-1].values["accuracy"] == r.values["accuracy"] for r in recs)
     assert facts["hand_tuned"]["accuracy"] > 0
     text = (out / "summary.md").read_text()
     assert "Pareto-optimal" in text and "hypervolume" in text and "Hand-tuned" in text

@@ -1,0 +1,31 @@
+"""benchmarks/pruning.py: the stopping-rule method against the same seeds' full-budget runs."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.pruning import summarise, tables
+
+
+def _run(method: str, seed: int, hv: list[float], energy: list[float],
+         stop: str | None) -> dict:
+    return {"problem": "zeus-x", "method": method, "seed": seed, "budget": 5, "max_hv": 1.0,
+            "max_step": 2, "hv": hv, "energy_j": energy, "epochs": [2 * (i + 1) for i in
+                                                                   range(len(hv))],
+            "states": ["complete"] * len(hv), "proposal_j": [0.1] * len(hv), "proposal_s":
+            [0.0] * len(hv), "decide_s": [], "stop_reason": stop}
+
+
+def test_stopping_rows_pair_each_seed_with_its_full_budget_run():
+    full = [0.5, 0.8, 0.9, 0.95, 1.0]
+    runs = [_run("ecopt", s, full, [10, 20, 30, 40, 50], "n_trials") for s in (0, 1)]
+    runs += [_run("ecopt-stop", 0, full[:3], [10, 20, 30], "converged: ..."),
+             _run("ecopt-stop", 1, full, [10, 20, 30, 40, 50], "n_trials")]
+    row = summarise(runs)["zeus-x"]["rows"]["ecopt-stop"]
+    assert row["stopped_early"] == 1 and row["trials_run"] == [3, 5]
+    assert row["hv_at_stop_vs_full"] == pytest.approx([0.9, 1.0])
+    assert row["within_10pct_of_full"] == 2
+    assert row["trial_energy_saved_vs_full"] == pytest.approx([0.4, 0.0])
+    t = tables(summarise(runs))["stopping"]
+    assert t["rows"] == [["zeus-x", "ecopt-stop", 2, "1/2", "4.0 of 5", "0.950, 0.900", "2/2",
+                          "20%"]]
