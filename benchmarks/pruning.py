@@ -5,7 +5,7 @@ Usage (from the repository root)::
     python -m benchmarks.pruning --quick                      # 2 seeds, small budgets (smoke)
     python -m benchmarks.pruning --problems synthetic --seeds 10
     python -m benchmarks.pruning --problems zeus --seeds 10   # the six Zeus V100 workloads
-    python -m benchmarks.pruning --report-only --out runs/pruning --record docs/results/pruning/<date>
+    python -m benchmarks.pruning --report-only --out runs/pruning --record   # docs/results/pruning/<date>
 
 Problems: :mod:`benchmarks.curves` (a synthetic learning-curve problem and the
 Zeus traces replayed epoch by epoch with their measured V100 energy).
@@ -53,7 +53,6 @@ import argparse
 import json
 import logging
 import math
-import subprocess
 import sys
 import time
 import warnings
@@ -72,7 +71,7 @@ from benchmarks.curves import (
     CurveProblem,
     make_curve_problem,
 )
-from benchmarks.mobo import _load_runs, _optuna_distributions, initial_design, versions
+from benchmarks.mobo import _load_runs, _optuna_distributions, initial_design
 
 __all__ = ["METHODS", "run_one", "summarise", "main"]
 
@@ -486,18 +485,14 @@ def markdown_table(t: dict[str, Any]) -> str:
 
 
 def record(summary: dict[str, Any], runs: Sequence[dict[str, Any]], dest: Path,
-           command: str, commit: str | None = None) -> None:
-    """Write ``summary.json`` and ``summary.md`` (the recorded-run format of docs/results)."""
-    dest.mkdir(parents=True, exist_ok=True)
-    meta = versions()
-    machine = f"{meta.pop('cpu')}, {meta.pop('cores')} cores, no GPU"
-    meta.pop("torch_threads", None)
-    if commit is None:
-        try:
-            commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                                    check=True).stdout.strip()
-        except (OSError, subprocess.CalledProcessError):
-            commit = "unknown"
+           command: str, notes: Sequence[str] = ()) -> Path:
+    """Write the recorded run (``summary.json``, ``summary.md``) through :mod:`ecopt.report.recorded`.
+
+    Three tables (ids ``pruning``, ``decide_speed``, ``stopping``), so
+    ``python -m docs.tables`` can copy them into doc pages.
+    """
+    from ecopt.report import recorded
+
     probs = {r["problem"] for r in runs}
     energy = {
         "meter": "; ".join(p for p in (
@@ -510,36 +505,29 @@ def record(summary: dict[str, Any], runs: Sequence[dict[str, Any]], dest: Path,
                 "(synthetic); the proposals' own energy in ecopt studies is an estimate on this "
                 "CPU (meter 'estimate', no RAPL) and is reported apart",
     }
-    tabs = tables(summary)
-    doc = {"script": "benchmarks/pruning.py", "command": command,
-           "date": time.strftime("%Y-%m-%d", time.gmtime()), "git_commit": commit,
-           "versions": meta, "machine": machine, "energy": energy, "tables": tabs,
-           "target_fraction_of_max_hv": TARGET, "methods": METHODS,
-           "problems": {p: {k: v for k, v in s.items() if k != "rows"}
-                        for p, s in summary.items()},
-           "per_method": {p: {m: {k: v for k, v in r.items() if k not in ("energy_to_95_j",)}
-                              for m, r in s["rows"].items()} for p, s in summary.items()}}
-    (dest / "summary.json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
-    md = [f"# benchmarks/pruning.py ({doc['date']})", "",
-          f"Command: `{command}`", "", f"Code: {commit}", "",
-          "Versions: " + ", ".join(f"{k} {v}" for k, v in meta.items()), "",
-          f"Machine: {machine}", "",
-          f"Energy: {energy['meter']}. {energy['note']}.", "",
-          f"Target: {TARGET:.0%} of the true front's hypervolume; search energy = joules of "
-          "every epoch every trial ran (pruned ones included); each method is compared with "
-          "the same sampler without pruning (`ecopt` for qLogNEHVI and the Optuna methods, "
-          "`ecopt-random` for the random sampler): one-sided Mann-Whitney U p-values that it "
-          "needs less energy to reach the target (runs that never reach it count as infinite "
-          "energy) and that its final hypervolume is lower; HV kept = its mean final "
-          "hypervolume over the baseline's; epochs saved = 1 - its mean epochs over the "
-          "baseline's.", "", "## pruning", "", markdown_table(tabs["pruning"]), "",
-          "## decide_speed", "", "CPU time of one pruner decision (`time.process_time`).", "",
-          markdown_table(tabs["decide_speed"]), "",
-          "## stopping", "", "A stopping-rule method against the same seed's full-budget "
-          "`ecopt` run (the proposals are the same up to the stop): its hypervolume when it "
-          "stopped over the full run's, and 1 - its trial joules over the full run's.", "",
-          markdown_table(tabs["stopping"]), ""]
-    (dest / "summary.md").write_text("\n".join(md))
+    legend = (
+        f"pruning: target {TARGET:.0%} of the true front's hypervolume; search energy = joules "
+        "of every epoch every trial ran (pruned ones included); each method is compared with "
+        "the same sampler without the feature (`ecopt` for qLogNEHVI and the Optuna methods, "
+        "`ecopt-random` for the random sampler): one-sided Mann-Whitney U p-values that it "
+        "needs less energy to reach the target (runs that never reach it count as infinite "
+        "energy) and that its final hypervolume is lower; HV kept = its mean final "
+        "hypervolume over the baseline's; epochs saved = 1 - its mean epochs over the "
+        "baseline's. decide_speed: CPU time of one pruner decision (time.process_time). "
+        "stopping: a stopping-rule method against the same seed's full-budget `ecopt` run "
+        "(the proposals are the same up to the stop): its hypervolume when it stopped over the "
+        "full run's, and 1 - its trial joules over the full run's.")
+    tabs = {k: recorded.Table(t["columns"], t["rows"]) for k, t in tables(summary).items()}
+    facts = {"target_fraction_of_max_hv": TARGET, "methods": METHODS,
+             "problems": {p: {k: v for k, v in s.items() if k != "rows"}
+                          for p, s in summary.items()},
+             "per_method": {p: {m: {k: v for k, v in r.items() if k not in ("energy_to_95_j",)}
+                                for m, r in s["rows"].items()} for p, s in summary.items()}}
+    recorded.write_run(dest, script="benchmarks/pruning.py", command=command, tables=tabs,
+                       energy=energy, title="Energy-aware search: search energy to 95% of the "
+                       "front's hypervolume", notes=[legend, *notes], facts=facts,
+                       extra_libraries=("optuna",))
+    return dest
 
 
 # -- CLI -----------------------------------------------------------------------------
@@ -557,11 +545,12 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--out", default="runs/pruning", help="where runs-<tag>.jsonl go")
     ap.add_argument("--tag", default="main")
     ap.add_argument("--report-only", action="store_true")
-    ap.add_argument("--record", default=None,
-                    help="write summary.json/summary.md here (docs/results/pruning/<date>)")
+    ap.add_argument("--record", nargs="?", const="", default=None, metavar="TAG",
+                    help="also write the recorded run (summary.json, summary.md) to "
+                         "docs/results/pruning/<date>[-TAG]")
+    ap.add_argument("--note", action="append", default=[],
+                    help="a caveat the recorded run keeps (repeatable)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads")
-    ap.add_argument("--git-commit", default=None,
-                    help="the commit of the code that made the runs (default: HEAD)")
     return ap
 
 
@@ -618,10 +607,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if tables(summary)["stopping"]["rows"]:
         print()
         print(markdown_table(tables(summary)["stopping"]))
-    if args.record:
+    if args.record is not None:
+        from ecopt.report import recorded
+
         cmd = "python -m benchmarks.pruning " + " ".join(sys.argv[1:] if argv is None else argv)
-        record(summary, runs, Path(args.record), cmd, args.git_commit)
-        print(f"recorded in {args.record}")
+        where = record(summary, runs, recorded.results_dir("pruning", tag=args.record or None),
+                       cmd, args.note)
+        print(f"recorded in {where}")
     return 0
 
 

@@ -29,3 +29,20 @@ def test_stopping_rows_pair_each_seed_with_its_full_budget_run():
     t = tables(summarise(runs))["stopping"]
     assert t["rows"] == [["zeus-x", "ecopt-stop", 2, "1/2", "4.0 of 5", "0.950, 0.900", "2/2",
                           "20%"]]
+
+
+def test_record_writes_a_recorded_run_docs_tables_can_read(tmp_path):
+    from benchmarks.pruning import record
+    from ecopt.report.recorded import read_run
+
+    full = [0.5, 0.8, 0.9, 0.95, 1.0]
+    runs = [_run("ecopt", s, full, [10, 20, 30, 40, 50], "n_trials") for s in (0, 1)]
+    runs += [_run("ecopt-stop", s, full[:4], [10, 20, 30, 40], "converged: ...") for s in (0, 1)]
+    dest = record(summarise(runs), runs, tmp_path / "2026-01-01", "python -m benchmarks.pruning",
+                  notes=["a caveat"])
+    run = read_run(dest)
+    assert set(run.tables) == {"pruning", "decide_speed", "stopping"}
+    assert run.tables["stopping"].rows[0][:4] == ("zeus-x", "ecopt-stop", 2, "2/2")
+    assert run.energy["measured"] is True and "Zeus" in run.energy["meter"]
+    assert "a caveat" in run.notes
+    assert (dest / "summary.md").read_text().count("| zeus-x |") >= 3
