@@ -56,8 +56,8 @@ from ecopt.workloads.tabular import (
     set_threads,
 )
 
-__all__ = ["NCFObjective", "RatingsSource", "build_neumf", "leave_last_out", "sample_negatives", "hit_rate",
-           "profile_target"]
+__all__ = ["NCFObjective", "RatingsSource", "build_neumf", "leave_last_out", "sample_negatives",
+           "hit_rate", "profile_target"]
 
 
 def leave_last_out(users: np.ndarray, items: np.ndarray, times: np.ndarray
