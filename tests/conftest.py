@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 
 import pytest
 
@@ -34,3 +36,20 @@ def _restore_ecopt_log_level():
 def run_dir(tmp_path):
     """A fresh study directory path (not created)."""
     return tmp_path / "study"
+
+
+@pytest.fixture
+def this_python_kernel(tmp_path, monkeypatch) -> str:
+    """A kernelspec that runs this very interpreter (the venv's), whatever else is installed.
+
+    Returns the kernel name for ``nbclient.NotebookClient(kernel_name=...)``.
+    """
+    spec_dir = tmp_path / "jupyter" / "kernels" / "ecopt-test"
+    spec_dir.mkdir(parents=True)
+    (spec_dir / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "ecopt test", "language": "python",
+        "env": {"OMP_NUM_THREADS": "1"},
+    }))
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
+    return "ecopt-test"
