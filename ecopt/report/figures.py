@@ -103,6 +103,18 @@ def _new_figure(width_in: float, height_in: float) -> Figure:
     return Figure(figsize=(width_in, height_in), dpi=DPI, layout="constrained")
 
 
+def _two_panels() -> tuple[Figure, Axes, Axes]:
+    """An 11 x 4.2 in figure with two side-by-side panels (hypervolume, phase energy)."""
+    fig = _new_figure(11, 4.2)
+    return fig, fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
+
+
+def _say_empty(axes: Sequence[Axes], message: str) -> None:
+    """``message`` centred in each of ``axes`` (a panel with nothing to draw)."""
+    for ax in axes:
+        ax.text(0.5, 0.5, message, transform=ax.transAxes, ha="center")
+
+
 def _listing(nums: Sequence[int]) -> str:
     shown = ", ".join(str(n) for n in nums[:_MAX_LISTED])
     return shown + (f", ... (+{len(nums) - _MAX_LISTED})" if len(nums) > _MAX_LISTED else "")
@@ -307,9 +319,7 @@ def hypervolume(study_or_dir: Study | str | Path | ReportData) -> Figure:
         A matplotlib Figure (11 x 4.2 in at :data:`DPI`).
     """
     data = report_data(study_or_dir)
-    fig = _new_figure(11, 4.2)
-    ax1 = fig.add_subplot(1, 2, 1)
-    ax2 = fig.add_subplot(1, 2, 2)
+    fig, ax1, ax2 = _two_panels()
     s = data.hv_series
     est = " (estimated)" if data.energy_estimated else ""
     if s:
@@ -324,8 +334,7 @@ def hypervolume(study_or_dir: Study | str | Path | ReportData) -> Figure:
         ax2.scatter(ej[up], hv[up], color=_FRONT["color"], zorder=3, s=20)
         ax1.legend(fontsize=8, loc="lower right")
     else:
-        for ax in (ax1, ax2):
-            ax.text(0.5, 0.5, "no finished trials", transform=ax.transAxes, ha="center")
+        _say_empty((ax1, ax2), "no finished trials")
     ref = ("reference point " + ", ".join(f"{fmt_number(v)}" for v in data.reference_point)
            + (" (inferred)" if any(data.reference_inferred) else "")
            if data.reference_point is not None else "no reference point yet")
@@ -348,9 +357,7 @@ def phase_energy(study_or_dir: Study | str | Path | ReportData) -> Figure:
         A matplotlib Figure (11 x 4.2 in at :data:`DPI`).
     """
     data = report_data(study_or_dir)
-    fig = _new_figure(11, 4.2)
-    ax1 = fig.add_subplot(1, 2, 1)
-    ax2 = fig.add_subplot(1, 2, 2)
+    fig, ax1, ax2 = _two_panels()
     est = " (estimated)" if data.energy_estimated else ""
     trials = list(data.front)
     shown_note = ""
@@ -360,9 +367,7 @@ def phase_energy(study_or_dir: Study | str | Path | ReportData) -> Figure:
         trials = [t for t in trials if t in keep]
     phases = [p for p in data.phases if any(pe.phase == p for pe in data.phase_energy)]
     if not trials or not phases:
-        for ax in (ax1, ax2):
-            ax.text(0.5, 0.5, "no front trial with energy readings", transform=ax.transAxes,
-                    ha="center")
+        _say_empty((ax1, ax2), "no front trial with energy readings")
     else:
         table = {(pe.trial, pe.phase): pe.energy_j for pe in data.phase_energy}
         xs = np.arange(len(trials))
