@@ -149,21 +149,21 @@ def _draw_guides(ax: Axes, data: ReportData, x: str, y: str) -> None:
                    color="#d62728", zorder=5,
                    label="reference point" + (" (inferred)" if inferred else ""))
     for o in data.objectives:
-        if o.threshold is None:
-            continue
-        if o.name == x:
-            ax.axvline(o.threshold, color="#d62728", ls="--", lw=1,
-                       label=_t(f"threshold {o.name} = {o.threshold:g}"))
-        if o.name == y:
-            ax.axhline(o.threshold, color="#d62728", ls="--", lw=1,
-                       label=_t(f"threshold {o.name} = {o.threshold:g}"))
+        if o.threshold is not None:
+            _guide_line(ax, o.name, x, y, o.threshold, _t(f"threshold {o.name} = {o.threshold:g}"),
+                        color="#d62728", ls="--", lw=1)
     for c in data.constraints:
-        if c.name == x:
-            ax.axvline(c.bound, color="#555555", ls=":", lw=1.2,
-                       label=_t(f"constraint {c.name} {c.op} {c.bound:g}"))
-        if c.name == y:
-            ax.axhline(c.bound, color="#555555", ls=":", lw=1.2,
-                       label=_t(f"constraint {c.name} {c.op} {c.bound:g}"))
+        _guide_line(ax, c.name, x, y, c.bound, _t(f"constraint {c.name} {c.op} {c.bound:g}"),
+                    color="#555555", ls=":", lw=1.2)
+
+
+def _guide_line(ax: Axes, name: str, x: str, y: str, value: float, label: str,
+                **style: Any) -> None:
+    """A vertical line at ``value`` when ``name`` is the x axis, a horizontal one when y."""
+    if name == x:
+        ax.axvline(value, label=label, **style)
+    if name == y:
+        ax.axhline(value, label=label, **style)
 
 
 def _panel(ax: Axes, data: ReportData, x: str, y: str, legend: bool = True) -> int:
