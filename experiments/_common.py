@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import importlib.util
 import logging
 import os
 import shlex
@@ -20,12 +21,13 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 __all__ = ["base_parser", "setup", "say", "run_trials", "provenance", "machine_line",
            "md_table", "write_summary", "fmt", "command_line", "study_dir", "add_device_arg",
            "resolve_device_arg", "add_quick_arg", "apply_quick", "add_budget_arg",
-           "out_of_time", "budget_note", "run_header"]
+           "out_of_time", "budget_note", "run_header", "load_script"]
 
 _T0 = time.monotonic()
 _QUIET = False
@@ -39,6 +41,27 @@ _GIT: list[str | None] = []  # the checkout's commit when the run started
 _ROOT = str(Path(__file__).resolve().parents[1])
 if _ROOT not in sys.path:
     sys.path.append(_ROOT)
+
+
+def load_script(name: str) -> ModuleType:
+    """Import ``experiments/<name>.py`` as a module, once per process.
+
+    For code outside the scripts that reuses their parts (the tests,
+    ``scripts/gpu_check.py``): the module is registered as
+    ``_ecopt_experiment_<name>``, so every caller gets the same one.
+    """
+    key = f"_ecopt_experiment_{name}"
+    if key in sys.modules:
+        return sys.modules[key]
+    here = Path(__file__).resolve().parent
+    if str(here) not in sys.path:
+        sys.path.insert(0, str(here))
+    spec = importlib.util.spec_from_file_location(key, here / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[key] = mod
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def base_parser(description: str, default_out: str) -> argparse.ArgumentParser:

@@ -52,7 +52,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as _dt
-import importlib.util
 import json
 import math
 import os
@@ -245,18 +244,12 @@ def _cv(values: list[float]) -> float:
 
 
 def _load_experiment(name: str) -> Any:
-    key = f"_gpu_check_{name}"
-    if key in sys.modules:
-        return sys.modules[key]
-    exp = ROOT / "experiments"
-    if str(exp) not in sys.path:
-        sys.path.insert(0, str(exp))
-    spec = importlib.util.spec_from_file_location(key, exp / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[key] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    exp = str(ROOT / "experiments")
+    if exp not in sys.path:
+        sys.path.insert(0, exp)
+    from _common import load_script
+
+    return load_script(name)
 
 
 # -- sections ---------------------------------------------------------------------------------

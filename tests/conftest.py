@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 
 import pytest
 
@@ -54,3 +56,20 @@ def fixed_joules_meter():
             return {"cpu": ComponentEnergy(2.0, "fake-fixed-joules", True)}
 
     return FixedJoules
+
+
+@pytest.fixture
+def this_python_kernel(tmp_path, monkeypatch) -> str:
+    """A kernelspec that runs this very interpreter (the venv's), whatever else is installed.
+
+    Returns the kernel name for ``nbclient.NotebookClient(kernel_name=...)``.
+    """
+    spec_dir = tmp_path / "jupyter" / "kernels" / "ecopt-test"
+    spec_dir.mkdir(parents=True)
+    (spec_dir / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "ecopt test", "language": "python",
+        "env": {"OMP_NUM_THREADS": "1"},
+    }))
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
+    return "ecopt-test"

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,20 +12,6 @@ pytest.importorskip("ipykernel")
 pytest.importorskip("matplotlib")
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "examples" / "quickstart.ipynb"
-
-
-@pytest.fixture
-def this_python_kernel(tmp_path, monkeypatch):
-    """A kernelspec that runs this very interpreter (the venv's), whatever else is installed."""
-    spec_dir = tmp_path / "jupyter" / "kernels" / "ecopt-test"
-    spec_dir.mkdir(parents=True)
-    (spec_dir / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "ecopt test", "language": "python",
-        "env": {"OMP_NUM_THREADS": "1"},
-    }))
-    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
-    return "ecopt-test"
 
 
 @pytest.mark.slow

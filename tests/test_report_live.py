@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import sys
 
 import pytest
 
@@ -28,18 +26,6 @@ print("finished", len(study.records))
 """
 
 
-def _kernel(tmp_path, monkeypatch) -> str:
-    spec_dir = tmp_path / "jupyter" / "kernels" / "ecopt-live-test"
-    spec_dir.mkdir(parents=True)
-    (spec_dir / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "ecopt test", "language": "python",
-        "env": {"OMP_NUM_THREADS": "1"},
-    }))
-    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
-    return "ecopt-live-test"
-
-
 class _Recorder(nbclient.NotebookClient):
     """Keeps every display message the kernel sends (first display, then its updates)."""
 
@@ -56,9 +42,9 @@ class _Recorder(nbclient.NotebookClient):
 
 
 @pytest.mark.slow
-def test_live_front_is_one_output_redrawn_as_trials_finish(tmp_path, monkeypatch):
+def test_live_front_is_one_output_redrawn_as_trials_finish(tmp_path, this_python_kernel):
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(CELL)])
-    client = _Recorder(nb, kernel_name=_kernel(tmp_path, monkeypatch), timeout=120,
+    client = _Recorder(nb, kernel_name=this_python_kernel, timeout=120,
                        resources={"metadata": {"path": str(tmp_path)}})
     client.execute()
     outputs = nb.cells[0].outputs

@@ -45,12 +45,10 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 from typing import Any
 
 from ecopt.errors import TrialPruned
-from ecopt.integrations._metering import MeteredCallback, StepRule, Unit
-from ecopt.trial import Trial
+from ecopt.integrations._metering import MeteredCallback
 
 try:
     import lightning.pytorch as pl
@@ -92,12 +90,6 @@ class EcoptCallback(MeteredCallback, Callback):  # type: ignore[misc]
         >>> L.Trainer(max_epochs=3, callbacks=[cb]).fit(model, train_dl, val_dl)
         >>> trial.samples_per_joule("train")
     """
-
-    def __init__(self, trial: Trial, *, unit: Unit = "samples",
-                 values_fn: Callable[[dict[str, float]], Mapping[str, float]] | None = None,
-                 step: StepRule = "auto", raise_pruned: bool = True) -> None:
-        super().__init__(trial, unit=unit, values_fn=values_fn, step=step,
-                         raise_pruned=raise_pruned)
 
     @property
     def state_key(self) -> str:

@@ -103,6 +103,18 @@ def _new_figure(width_in: float, height_in: float) -> Figure:
     return Figure(figsize=(width_in, height_in), dpi=DPI, layout="constrained")
 
 
+def _two_panels() -> tuple[Figure, Axes, Axes]:
+    """An 11 x 4.2 in figure with two side-by-side panels (hypervolume, phase energy)."""
+    fig = _new_figure(11, 4.2)
+    return fig, fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
+
+
+def _say_empty(axes: Sequence[Axes], message: str) -> None:
+    """``message`` centred in each of ``axes`` (a panel with nothing to draw)."""
+    for ax in axes:
+        ax.text(0.5, 0.5, message, transform=ax.transAxes, ha="center")
+
+
 def _listing(nums: Sequence[int]) -> str:
     shown = ", ".join(str(n) for n in nums[:_MAX_LISTED])
     return shown + (f", ... (+{len(nums) - _MAX_LISTED})" if len(nums) > _MAX_LISTED else "")
@@ -137,21 +149,21 @@ def _draw_guides(ax: Axes, data: ReportData, x: str, y: str) -> None:
                    color="#d62728", zorder=5,
                    label="reference point" + (" (inferred)" if inferred else ""))
     for o in data.objectives:
-        if o.threshold is None:
-            continue
-        if o.name == x:
-            ax.axvline(o.threshold, color="#d62728", ls="--", lw=1,
-                       label=_t(f"threshold {o.name} = {o.threshold:g}"))
-        if o.name == y:
-            ax.axhline(o.threshold, color="#d62728", ls="--", lw=1,
-                       label=_t(f"threshold {o.name} = {o.threshold:g}"))
+        if o.threshold is not None:
+            _guide_line(ax, o.name, x, y, o.threshold, _t(f"threshold {o.name} = {o.threshold:g}"),
+                        color="#d62728", ls="--", lw=1)
     for c in data.constraints:
-        if c.name == x:
-            ax.axvline(c.bound, color="#555555", ls=":", lw=1.2,
-                       label=_t(f"constraint {c.name} {c.op} {c.bound:g}"))
-        if c.name == y:
-            ax.axhline(c.bound, color="#555555", ls=":", lw=1.2,
-                       label=_t(f"constraint {c.name} {c.op} {c.bound:g}"))
+        _guide_line(ax, c.name, x, y, c.bound, _t(f"constraint {c.name} {c.op} {c.bound:g}"),
+                    color="#555555", ls=":", lw=1.2)
+
+
+def _guide_line(ax: Axes, name: str, x: str, y: str, value: float, label: str,
+                **style: Any) -> None:
+    """A vertical line at ``value`` when ``name`` is the x axis, a horizontal one when y."""
+    if name == x:
+        ax.axvline(value, label=label, **style)
+    if name == y:
+        ax.axhline(value, label=label, **style)
 
 
 def _panel(ax: Axes, data: ReportData, x: str, y: str, legend: bool = True) -> int:
@@ -307,9 +319,7 @@ def hypervolume(study_or_dir: Study | str | Path | ReportData) -> Figure:
         A matplotlib Figure (11 x 4.2 in at :data:`DPI`).
     """
     data = report_data(study_or_dir)
-    fig = _new_figure(11, 4.2)
-    ax1 = fig.add_subplot(1, 2, 1)
-    ax2 = fig.add_subplot(1, 2, 2)
+    fig, ax1, ax2 = _two_panels()
     s = data.hv_series
     est = " (estimated)" if data.energy_estimated else ""
     if s:
@@ -324,8 +334,7 @@ def hypervolume(study_or_dir: Study | str | Path | ReportData) -> Figure:
         ax2.scatter(ej[up], hv[up], color=_FRONT["color"], zorder=3, s=20)
         ax1.legend(fontsize=8, loc="lower right")
     else:
-        for ax in (ax1, ax2):
-            ax.text(0.5, 0.5, "no finished trials", transform=ax.transAxes, ha="center")
+        _say_empty((ax1, ax2), "no finished trials")
     ref = ("reference point " + ", ".join(f"{fmt_number(v)}" for v in data.reference_point)
            + (" (inferred)" if any(data.reference_inferred) else "")
            if data.reference_point is not None else "no reference point yet")
@@ -348,9 +357,7 @@ def phase_energy(study_or_dir: Study | str | Path | ReportData) -> Figure:
         A matplotlib Figure (11 x 4.2 in at :data:`DPI`).
     """
     data = report_data(study_or_dir)
-    fig = _new_figure(11, 4.2)
-    ax1 = fig.add_subplot(1, 2, 1)
-    ax2 = fig.add_subplot(1, 2, 2)
+    fig, ax1, ax2 = _two_panels()
     est = " (estimated)" if data.energy_estimated else ""
     trials = list(data.front)
     shown_note = ""
@@ -360,9 +367,7 @@ def phase_energy(study_or_dir: Study | str | Path | ReportData) -> Figure:
         trials = [t for t in trials if t in keep]
     phases = [p for p in data.phases if any(pe.phase == p for pe in data.phase_energy)]
     if not trials or not phases:
-        for ax in (ax1, ax2):
-            ax.text(0.5, 0.5, "no front trial with energy readings", transform=ax.transAxes,
-                    ha="center")
+        _say_empty((ax1, ax2), "no front trial with energy readings")
     else:
         table = {(pe.trial, pe.phase): pe.energy_j for pe in data.phase_energy}
         xs = np.arange(len(trials))

@@ -45,7 +45,7 @@ from ecopt.data.pipeline import TablePipeline
 from ecopt.data.schema import INSURANCE, MOVIELENS
 from ecopt.errors import EcoptError
 from ecopt.trial import Trial
-from ecopt.workloads.ncf import NCFObjective, hit_rate, leave_last_out
+from ecopt.workloads.ncf import RatingsSource, hit_rate, leave_last_out
 from ecopt.workloads.tabular import TabularObjective, finish_trial, set_threads
 
 __all__ = ["ClassicTabularObjective", "MatrixFactorizationObjective", "CLASSIC_MODELS",
@@ -217,7 +217,7 @@ def build_biased_mf(n_users: int, n_items: int, dim: int, mean: float) -> Any:
 
 
 @dataclass
-class MatrixFactorizationObjective:
+class MatrixFactorizationObjective(RatingsSource):
     """Biased matrix factorisation on MovieLens-format ratings (see the module docstring).
 
     Args:
@@ -233,15 +233,6 @@ class MatrixFactorizationObjective:
     ``dim`` [16], ``weight_decay`` [1e-5], ``epochs`` [5], ``threads`` [1].
     """
 
-    data: str | None = None
-    n_users: int = 300
-    n_movies: int = 400
-    n_ratings: int = 20_000
-    full: bool = False
-    returns: Sequence[str] | None = None
-    defaults: dict[str, Any] = field(default_factory=dict)
-    seed: int = 0
-
     DEFAULTS = {"backend": "pandas", "batch_size": 4096, "num_workers": 0, "prefetch_factor": 2,
                 "pin_memory": False, "cache": True, "lr": 0.02, "dim": 16,
                 "weight_decay": 1e-5, "epochs": 5, "threads": 1}
@@ -250,8 +241,6 @@ class MatrixFactorizationObjective:
     def __post_init__(self) -> None:
         if self.returns is None:
             self.returns = ("rmse", "samples_per_joule")
-        self._ncf = NCFObjective(data=self.data, n_users=self.n_users, n_movies=self.n_movies,
-                                 n_ratings=self.n_ratings, full=self.full, seed=self.seed)
 
     @staticmethod
     def split(table: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
@@ -272,10 +261,10 @@ class MatrixFactorizationObjective:
     def __call__(self, trial: Trial) -> dict[str, float]:
         import torch
 
-        p = {**self.DEFAULTS, **self.defaults, **trial.params}
+        p = self.params(trial)
         set_threads(p.get("threads"))
         cfg = LoaderConfig.from_params(p)
-        pipe = TablePipeline(self._ncf.path(), MOVIELENS, str(p["backend"]))
+        pipe = TablePipeline(self.path(), MOVIELENS, str(p["backend"]))
         epochs = int(p["epochs"])
         with measured_phase(trial, "load"):
             frame = pipe.read()

@@ -39,7 +39,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -56,8 +56,8 @@ from ecopt.workloads.tabular import (
     set_threads,
 )
 
-__all__ = ["NCFObjective", "build_neumf", "leave_last_out", "sample_negatives", "hit_rate",
-           "profile_target"]
+__all__ = ["NCFObjective", "RatingsSource", "build_neumf", "leave_last_out", "sample_negatives",
+           "hit_rate", "profile_target"]
 
 
 def leave_last_out(users: np.ndarray, items: np.ndarray, times: np.ndarray
@@ -146,7 +146,54 @@ def hit_rate(model: Any, test_users: np.ndarray, test_items: np.ndarray, n_items
 
 
 @dataclass
-class NCFObjective(DeviceObjective):
+class RatingsSource:
+    """The fields and data file of the objectives on MovieLens-format ratings.
+
+    :class:`NCFObjective` and
+    :class:`~ecopt.workloads.classic.MatrixFactorizationObjective` read the same
+    file, generated the same way when ``data`` is None; subclasses set
+    ``DEFAULTS`` (their knobs) and the default ``returns``.
+
+    Args:
+        data: A ``ratings.dat`` file; ``None`` generates one (real schema,
+            generated ratings).
+        n_users, n_movies, n_ratings: Generated sizes.
+        full: Generate MovieLens-1M's full size (6,040 users, 3,706 movies,
+            1,000,209 ratings).
+        returns: Names returned to the study.
+        defaults: Knob values when the trial does not set them.
+        seed: Generator, split and training seed.
+    """
+
+    data: str | None = None
+    n_users: int = 300
+    n_movies: int = 400
+    n_ratings: int = 20_000
+    full: bool = False
+    returns: Sequence[str] | None = None
+    defaults: dict[str, Any] = field(default_factory=dict)
+    seed: int = 0
+
+    DEFAULTS: ClassVar[dict[str, Any]] = {}
+
+    def path(self) -> Path:
+        """The ratings file (generated on first use when ``data`` is None)."""
+        if self.data is not None:
+            return Path(self.data)
+        from ecopt.data.datasets import write_movielens
+
+        return generated_path(
+            "movielens", (self.n_users, self.n_movies, self.n_ratings, self.full, self.seed),
+            lambda d: write_movielens(d / "ratings.dat", self.n_users, self.n_movies,
+                                      self.n_ratings, self.seed, full=self.full))
+
+    def params(self, trial: Trial) -> dict[str, Any]:
+        """The trial's knobs over ``defaults`` over ``DEFAULTS``."""
+        return {**self.DEFAULTS, **self.defaults, **trial.params}
+
+
+@dataclass
+class NCFObjective(RatingsSource, DeviceObjective):
     """NeuMF on MovieLens-format ratings (see module docstring).
 
     Args:
@@ -160,14 +207,6 @@ class NCFObjective(DeviceObjective):
         device: ``auto``, ``cpu``, ``cuda`` or ``cuda:N``.
     """
 
-    data: str | None = None
-    n_users: int = 300
-    n_movies: int = 400
-    n_ratings: int = 20_000
-    full: bool = False
-    returns: Sequence[str] | None = None
-    defaults: dict[str, Any] = field(default_factory=dict)
-    seed: int = 0
     device: str = "auto"
 
     DEFAULTS = {"backend": "pandas", "batch_size": 256, "num_workers": 0, "prefetch_factor": 2,
@@ -178,19 +217,6 @@ class NCFObjective(DeviceObjective):
     def __post_init__(self) -> None:
         if self.returns is None:
             self.returns = ("hit_rate", "samples_per_joule")
-
-    def path(self) -> Path:
-        if self.data is not None:
-            return Path(self.data)
-        from ecopt.data.datasets import write_movielens
-
-        return generated_path(
-            "movielens", (self.n_users, self.n_movies, self.n_ratings, self.full, self.seed),
-            lambda d: write_movielens(d / "ratings.dat", self.n_users, self.n_movies,
-                                      self.n_ratings, self.seed, full=self.full))
-
-    def params(self, trial: Trial) -> dict[str, Any]:
-        return {**self.DEFAULTS, **self.defaults, **trial.params}
 
     @staticmethod
     def examples(table: TensorTable, num_negatives: int, rng: np.random.Generator

@@ -2,29 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 
+if str(EXPERIMENTS) not in sys.path:
+    sys.path.insert(0, str(EXPERIMENTS))
 
-def load_script(name: str) -> ModuleType:
-    """Import ``experiments/<name>.py`` as a module (once per session)."""
-    key = f"_ecopt_experiment_{name}"
-    if key in sys.modules:
-        return sys.modules[key]
-    if str(EXPERIMENTS) not in sys.path:
-        sys.path.insert(0, str(EXPERIMENTS))
-    spec = importlib.util.spec_from_file_location(key, EXPERIMENTS / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[key] = mod
-    spec.loader.exec_module(mod)
-    return mod
+from _common import load_script  # noqa: E402  (experiments/_common.py)
 
 
 @pytest.fixture
