@@ -51,7 +51,9 @@ def objective(trial: ecopt.Trial) -> dict[str, float]:
 
 
 @pytest.mark.slow
-def test_each_trial_becomes_a_run_with_params_energy_provenance_state_and_curve(tmp_path):
+def test_each_trial_becomes_a_run_with_params_energy_provenance_state_and_curve(tmp_path,
+                                                                               monkeypatch):
+    monkeypatch.chdir(tmp_path)  # MLflow's default artifact folder is ./mlruns
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     space = ecopt.SearchSpace({"x": ecopt.Float(0, 1), "name": ecopt.Categorical(["a", "b c"])})
     logger = MLflowLogger(uri, tags={"team": "green"})
