@@ -53,6 +53,7 @@ import argparse
 import json
 import logging
 import math
+import shlex
 import sys
 import time
 import warnings
@@ -500,7 +501,7 @@ def record(summary: dict[str, Any], runs: Sequence[dict[str, Any]], dest: Path,
             else "",
             "zeus-*: NVIDIA V100 energy per epoch measured by Zeus (summary_power_v100.csv), "
             "replayed" if any(p.startswith("zeus-") for p in probs) else "") if p),
-        "measured": any(p.startswith("zeus-") for p in probs),
+        "measured": bool(probs) and all(p.startswith("zeus-") for p in probs),
         "note": "trial energy is the trace's measured GPU joules (Zeus) or simulated units "
                 "(synthetic); the proposals' own energy in ecopt studies is an estimate on this "
                 "CPU (meter 'estimate', no RAPL) and is reported apart",
@@ -519,6 +520,10 @@ def record(summary: dict[str, Any], runs: Sequence[dict[str, Any]], dest: Path,
         "full run's, and 1 - its trial joules over the full run's.")
     tabs = {k: recorded.Table(t["columns"], t["rows"]) for k, t in tables(summary).items()}
     facts = {"target_fraction_of_max_hv": TARGET, "methods": METHODS,
+             "energy_by_problem": {p: {"measured": p.startswith("zeus-"),
+                                       "source": "Zeus V100 measurement, replayed"
+                                       if p.startswith("zeus-") else "simulated units"}
+                                   for p in sorted(probs)},
              "problems": {p: {k: v for k, v in s.items() if k != "rows"}
                           for p, s in summary.items()},
              "per_method": {p: {m: {k: v for k, v in r.items() if k not in ("energy_to_95_j",)}
@@ -610,7 +615,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.record is not None:
         from ecopt.report import recorded
 
-        cmd = "python -m benchmarks.pruning " + " ".join(sys.argv[1:] if argv is None else argv)
+        args_in = sys.argv[1:] if argv is None else list(argv)
+        cmd = "python -m benchmarks.pruning " + shlex.join(args_in)
         where = record(summary, runs, recorded.results_dir("pruning", tag=args.record or None),
                        cmd, args.note)
         print(f"recorded in {where}")

@@ -271,7 +271,10 @@ class ClassifierObjective(CachedDataObjective):
         report_curve: After each epoch, measure the test accuracy (phase
             ``validate``) and ``trial.report`` it with the training loss, so a
             study's pruner can stop the trial (:func:`train_with_curve`).
-            ``False``: one ``train`` window and no curve.
+            ``False``: one ``train`` window and no curve. The curve costs one
+            evaluation pass per epoch; its joules are the ``validate`` phase's,
+            counted in the trial's energy (turn it off when no pruner is used and
+            every joule of the trial should be training and inference).
     """
 
     epochs: int = 4

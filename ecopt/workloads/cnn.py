@@ -231,7 +231,10 @@ class CNNObjective(CachedDataObjective):
             ``validate``) and ``trial.report`` it with the training loss, so a
             study's pruner can stop the trial
             (:func:`~ecopt.workloads.classifier.train_with_curve`). ``False``:
-            one ``train`` window and no curve.
+            one ``train`` window and no curve. The curve costs one evaluation
+            pass per epoch; its joules are the ``validate`` phase's, counted
+            in the trial's energy (turn it off when no pruner is used and
+            every joule of the trial should be training and inference).
     """
 
     cifar10_dir: str | None = None

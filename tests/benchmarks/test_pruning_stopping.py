@@ -44,5 +44,9 @@ def test_record_writes_a_recorded_run_docs_tables_can_read(tmp_path):
     assert set(run.tables) == {"pruning", "decide_speed", "stopping"}
     assert run.tables["stopping"].rows[0][:4] == ("zeus-x", "ecopt-stop", 2, "2/2")
     assert run.energy["measured"] is True and "Zeus" in run.energy["meter"]
+    mixed = runs + [{**runs[0], "problem": "synthetic"}]
+    run2 = read_run(record(summarise(mixed), mixed, tmp_path / "2026-01-02", "cmd"))
+    assert run2.energy["measured"] is False  # simulated joules in the run: not all measured
+    assert run2.facts["energy_by_problem"]["zeus-x"]["measured"] is True
     assert "a caveat" in run.notes
     assert (dest / "summary.md").read_text().count("| zeus-x |") >= 3
