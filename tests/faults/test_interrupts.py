@@ -9,6 +9,7 @@ import sys
 import textwrap
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -26,13 +27,23 @@ class _Ctrl:
     the interpreter ever delivers the first one where it cannot surface.
     """
 
-    def __init__(self, after_s: float) -> None:
+    def __init__(self, after_s: float,
+                 when: threading.Event | Callable[[], bool] | None = None) -> None:
         self.after_s = after_s
+        self.when = when
         self.done = threading.Event()
         self.sent = 0
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
+        # First the moment the test waits for (on a loaded machine start-up can take seconds).
+        if isinstance(self.when, threading.Event):
+            self.when.wait(120.0)
+        elif self.when is not None:
+            deadline = time.monotonic() + 120.0
+            while not self.when() and time.monotonic() < deadline:
+                if self.done.wait(0.05):
+                    return
         if self.done.wait(self.after_s):
             return
         while not self.done.is_set():
@@ -79,11 +90,39 @@ def test_local_batch_keeps_the_trials_that_finished(run_dir):
     st.close()
 
 
+def _saved(run_dir: Path, n: int) -> Callable[[], bool]:
+    """True once the study's trial log holds ``n`` finished trials (and the others run)."""
+    log = run_dir / "trials.jsonl"
+
+    def ready() -> bool:
+        try:
+            return len(log.read_text().splitlines()) >= n
+        except OSError:
+            return False
+
+    return ready
+
+
+class _SignalAt(T.SleepByNumber):
+    """SleepByNumber that sets ``started`` when trial ``at`` starts its work."""
+
+    def __init__(self, at: int, durations: dict[int, float], default_s: float) -> None:
+        super().__init__(durations, default_s)
+        self.at, self.started = at, threading.Event()
+
+    def __call__(self, trial: ecopt.Trial) -> dict[str, float]:
+        if trial.number == self.at:
+            self.started.set()
+        return super().__call__(trial)
+
+
 def test_local_real_sigint(run_dir):
     st = make_study(run_dir)
-    with _Ctrl(after_s=1.0), pytest.raises(KeyboardInterrupt):
-        st.optimize(T.SleepByNumber({0: 0.05, 1: 0.05}, default_s=30.0), n_trials=4,
-                    show_progress=False)
+    objective = _SignalAt(2, {0: 0.05, 1: 0.05}, default_s=30.0)
+    # Ctrl-C 0.3 s into trial 2 (not at a fixed time: trials 0 and 1 may be slow to start
+    # on a loaded machine, and they must have finished).
+    with _Ctrl(after_s=0.3, when=objective.started), pytest.raises(KeyboardInterrupt):
+        st.optimize(objective, n_trials=4, show_progress=False)
     states = [(r.number, r.state.value, r.interrupted) for r in st.records]
     assert states == [(0, "complete", False), (1, "complete", False), (2, "failed", True)]
     st.close()
@@ -94,7 +133,7 @@ def test_processes_keep_finished_and_interrupt_in_flight(run_dir):
     st = make_study(run_dir)
     ex = ecopt.executors.ProcessExecutor(n_workers=2)
     try:
-        with _Ctrl(after_s=4.0), pytest.raises(KeyboardInterrupt):
+        with _Ctrl(after_s=1.5, when=_saved(run_dir, 1)), pytest.raises(KeyboardInterrupt):
             st.optimize(T.SleepByNumber({0: 0.1}, default_s=60.0), n_trials=3,
                         executor=ex, show_progress=False)
     finally:
@@ -110,7 +149,7 @@ def test_processes_keep_finished_and_interrupt_in_flight(run_dir):
 def test_dask_keeps_finished_and_interrupts_in_flight(run_dir):
     st = make_study(run_dir)
     with ecopt.DaskExecutor(n_workers=2) as ex:
-        with _Ctrl(after_s=6.0), pytest.raises(KeyboardInterrupt):
+        with _Ctrl(after_s=1.5, when=_saved(run_dir, 1)), pytest.raises(KeyboardInterrupt):
             st.optimize(T.SleepByNumber({0: 0.1}, default_s=60.0), n_trials=3, executor=ex,
                         show_progress=False)
     by = {r.number: r for r in st.records}
