@@ -21,8 +21,10 @@ full length (its last step against the largest last step of a complete trial;
 left out while no complete trial reported steps), as the study's energy
 objective is carried on for it. Failed and infeasible trials are left out
 (their energy is of a run that did not finish). With fewer than
-:data:`MIN_TRIALS` energies, or when the cost model cannot be fitted, the
-proposal is made without cost and its notes say why.
+:data:`MIN_TRIALS` energies, when the cost model cannot be fitted, or when
+the weighted acquisition fails (its check in :func:`weighted`, or in the
+optimiser on BoTorch's public path too; see :mod:`ecopt.samplers._proposal`),
+the proposal is made without cost and its notes say why.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -115,6 +117,8 @@ class CostModel:
         exponent: ``cost_exponent``.
         n_trials: Trials it was fitted to; n_pruned: of them, pruned and scaled.
         state: Its fitted hyperparameters (JSON-able).
+        fast_path_off: Fast paths its fit could not use -> why (as
+            :attr:`ecopt.samplers._models.Fitted.fast_path_off`).
     """
 
     model: Any
@@ -122,6 +126,7 @@ class CostModel:
     n_trials: int
     n_pruned: int
     state: dict[str, Any]
+    fast_path_off: dict[str, str] = field(default_factory=dict)
 
     def predict_energy_j(self, X: Any) -> np.ndarray:
         """Predicted joules ``exp(posterior mean)`` at model inputs ``X (n, d)``."""
@@ -160,7 +165,8 @@ def fit_cost(space: SearchSpace, enc: Encoding, records: Sequence[TrialRecord],
     X = torch.tensor(to_model(U, enc), dtype=torch.double)
     y = torch.tensor(np.log(energy_j), dtype=torch.double).reshape(-1, 1)
     fitted = _models.fit_outputs(X, y, None, names=[COST], stacked=False, **fit_kw)
-    return CostModel(fitted.models[0], exponent, len(energy_j), n_pruned, fitted.states)
+    return CostModel(fitted.models[0], exponent, len(energy_j), n_pruned, fitted.states,
+                     dict(fitted.fast_path_off))
 
 
 def fit_or_why(space: SearchSpace, enc: Encoding, records: Sequence[TrialRecord],
@@ -178,7 +184,9 @@ def weighted(acqf: Any, cost: CostModel | str | None, log: bool, X: Any
 
     Returns:
         ``(acquisition to optimise, the cost model or why there is none)``: a
-        weighting that fails its check leaves ``acqf`` as it was.
+        weighting that fails its check leaves ``acqf`` as it was. A check on one
+        point cannot catch every failure: the caller falls back further when the
+        weighted acquisition fails in the optimiser.
     """
     if not isinstance(cost, CostModel):
         return acqf, cost

@@ -8,6 +8,14 @@ proposal: the acquisition is rebuilt on BoTorch's public path (BoTorch's own
 pruning and box decompositions, the model list instead of the stacked model)
 from the same random state. An exception from BoTorch's own path propagates:
 the sampler then proposes Sobol points.
+
+With ``cost_aware``, a weighted acquisition (:mod:`ecopt.samplers._cost`)
+that fails on the fast paths is tried once on BoTorch's public path; working
+there, the fast paths are dropped as above. Failing there too, the failure is
+the weighting's: the proposal is made as without ``cost_aware`` (fast paths
+first, kept on unless they fail without cost) and ``proposal["cost"]`` says
+why. A cost-model fit that could not use a fast path is recorded with the
+objectives' (``fast_path_off``, its reason prefixed ``cost model:``).
 """
 
 from __future__ import annotations
@@ -119,6 +127,8 @@ def model_based(sampler: QLogNEHVISampler, space: SearchSpace, records: Sequence
             if sampler.cost_aware else None
         if isinstance(cost, _cost.CostModel):
             gp_state.update(cost.state)
+            for k, v in cost.fast_path_off.items():
+                off.setdefault(k, f"cost model: {v}")
         t_fit, c_fit = time.perf_counter() - t0, time.process_time() - c0
 
         t1, c1 = time.perf_counter(), time.process_time()
@@ -128,20 +138,73 @@ def model_based(sampler: QLogNEHVISampler, space: SearchSpace, records: Sequence
             X_pending = torch.tensor(to_model(Up, enc), dtype=dtype)
         mc = _acquisition.mc_samples(M, sampler.mc_samples)
         args = (X, data.ref, M, constraints, X_pending, mc, seed + len(records), choice)
-        try:
-            acq = _acquisition.build(model, *args, fast=True,
-                                     dense_posterior=sampler.dense_posterior)
-            off.update(acq.fast_path_off)
+        weighted = False  # whether the last try optimised the cost-weighted acquisition
+
+        def acquisition(fast: bool, weigh: bool, first: bool = False) -> Any:
+            """The acquisition on the fast or BoTorch's public path, per joule while ``weigh``."""
+            nonlocal cost, weighted
+            weighted = False
+            if not first:
+                torch.manual_seed(rng_seed)
+            if fast:
+                acq = _acquisition.build(model, *args, fast=True,
+                                         dense_posterior=sampler.dense_posterior)
+                off.update(acq.fast_path_off)
+            else:
+                acq = _acquisition.build(public, *args, fast=False)
+            if not weigh:
+                return acq.acqf
             acqf, cost = _cost.weighted(acq.acqf, cost, choice.method != "qNEHVI", X)
-            U, how = optimize(acqf, space, enc, records, pending, n, settings)
-        except Exception as exc:  # noqa: BLE001 - any failure: BoTorch's public path
+            weighted = isinstance(cost, _cost.CostModel)
+            return acqf
+
+        def propose(fast: bool, weigh: bool, first: bool = False
+                    ) -> tuple[np.ndarray, dict[str, Any]]:
+            return optimize(acquisition(fast, weigh, first), space, enc, records, pending, n,
+                            settings)
+
+        def paths_off(exc: Exception) -> None:
             why = f"failed in this proposal: {_why(exc)}"
             used = _acquisition.fast_paths(choice, M, sampler.dense_posterior and stacked)
             off.update({k: why for k in used + ["stacked_model"] * stacked if k not in off})
-            torch.manual_seed(rng_seed)
-            acq = _acquisition.build(public, *args, fast=False)
-            acqf, cost = _cost.weighted(acq.acqf, cost, choice.method != "qNEHVI", X)
-            U, how = optimize(acqf, space, enc, records, pending, n, settings)
+
+        def cost_off(exc: Exception) -> None:
+            nonlocal cost
+            cost = f"cost weighting failed in optimisation, proposed without cost: {_why(exc)}"
+
+        def public_path(exc: Exception) -> tuple[np.ndarray, dict[str, Any]]:
+            """The fast paths failed without cost: BoTorch's public path."""
+            paths_off(exc)
+            try:
+                return propose(fast=False, weigh=True)
+            except Exception as exc2:  # noqa: BLE001 - the weighting's failure: without cost
+                if not weighted:
+                    raise  # BoTorch's own path failed: the sampler proposes Sobol
+                cost_off(exc2)
+                return propose(fast=False, weigh=False)
+
+        def weighted_failed(exc: Exception) -> tuple[np.ndarray, dict[str, Any]]:
+            """The weighted acquisition failed on the fast paths: the cost's or theirs?"""
+            try:
+                acqf = acquisition(fast=False, weigh=True)
+                if weighted:
+                    out = optimize(acqf, space, enc, records, pending, n, settings)
+                    paths_off(exc)  # the cost works on BoTorch's public path
+                    return out
+            except Exception as exc2:  # noqa: BLE001 - the weighting's failure: without cost
+                if not weighted:
+                    raise  # BoTorch's own path failed before the weighting
+                cost_off(exc2)
+            try:  # the weighting failed on BoTorch's public path too: as without cost_aware
+                return propose(fast=True, weigh=False)
+            except Exception as exc3:  # noqa: BLE001 - any failure: BoTorch's public path
+                paths_off(exc3)
+                return propose(fast=False, weigh=False)
+
+        try:
+            U, how = propose(fast=True, weigh=True, first=True)
+        except Exception as exc:  # noqa: BLE001 - see the module notes
+            U, how = weighted_failed(exc) if weighted else public_path(exc)
         t_opt, c_opt = time.perf_counter() - t1, time.process_time() - c1
     timing = {"fit_s": t_fit, "acqf_s": t_opt, "fit_cpu_s": c_fit, "acqf_cpu_s": c_opt}
     info = {"ref_point": [o.sign * r for o, r in zip(sampler.objectives, data.ref)],

@@ -225,3 +225,73 @@ def test_mixed_space_batches_with_cost():
     # Each point of a batch records its own prediction.
     assert bo[-1].proposal["cost"]["predicted_energy_j"] != \
         bo[-2].proposal["cost"]["predicted_energy_j"]
+
+
+@pytest.fixture(scope="module")
+def sobol_records() -> list[ecopt.TrialRecord]:
+    """Six Sobol trials with energy exp(3x) for direct ``propose`` calls."""
+    meter = SetJoules()
+    return _run(_study("sobol", meter), _objective(meter, lambda x, y: math.exp(3 * x), _front), 6)
+
+
+def _propose(records: list[ecopt.TrialRecord]) -> Any:
+    sampler = QLogNEHVISampler(n_init=2, cost_aware=True, seed=0, **FAST)
+    sampler.bind(OBJS, [], 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        (p,) = sampler.propose(SPACE, records, [], 1)
+    return p
+
+
+@pytest.mark.parametrize("fails, why", [
+    ("batches", "cost weighting failed in optimisation, proposed without cost: "),
+    ("after 3", "cost weighting failed, proposed without cost: "),
+], ids=["every-batch", "after-3-calls"])
+def test_weighting_failing_in_the_optimiser_proposes_without_cost(monkeypatch, sobol_records,
+                                                                   fails, why):
+    """The weighted acquisition passes its one-point check, then raises in the optimiser:
+    on every batch of points (so it passes each check), or from its fourth call on (so
+    the check on BoTorch's public path catches it). The proposal is still model-based,
+    made without cost, says why, and the fast paths (which work without cost) stay on."""
+    from botorch.acquisition.cost_aware import InverseCostWeightedUtility
+
+    real = InverseCostWeightedUtility.forward
+    calls = {"n": 0}
+
+    def flaky(self: Any, X: Any, *args: Any, **kwargs: Any) -> Any:
+        calls["n"] += 1
+        if (X.shape[0] > 1) if fails == "batches" else calls["n"] > 3:
+            raise RuntimeError("cost utility broke")
+        return real(self, X, *args, **kwargs)
+
+    monkeypatch.setattr(InverseCostWeightedUtility, "forward", flaky)
+    p = _propose(sobol_records)
+    assert p.proposed_by == "qlognehvi", p.info
+    c = p.info["cost"]
+    assert c["active"] is False and "predicted_energy_j" not in c
+    assert c["why"] == why + "RuntimeError: cost utility broke"
+    assert "fast_path_off" not in p.info, p.info["fast_path_off"]
+    # With cost: the fast path (check, batch), then BoTorch's public path (check, batch:
+    # not reached when its check fails); then no cost.
+    assert calls["n"] == (4 if fails == "batches" else 5)
+
+
+def test_cost_model_fast_path_off_is_recorded(monkeypatch, sobol_records):
+    """The closed-form fit failing for the cost GP alone shows in ``fast_path_off``."""
+    from ecopt.samplers import _mll
+
+    real = _mll.fit_exact_gp
+    calls = {"n": 0}
+
+    def third_fails(model: Any, *args: Any, **kwargs: Any) -> Any:
+        calls["n"] += 1  # the two objectives' GPs, then the cost GP
+        if calls["n"] >= 3:
+            raise RuntimeError("closed form broke")
+        return real(model, *args, **kwargs)
+
+    monkeypatch.setattr(_mll, "fit_exact_gp", third_fails)
+    p = _propose(sobol_records)
+    assert p.proposed_by == "qlognehvi" and p.info["cost"]["active"] is True
+    assert calls["n"] == 3
+    why = p.info["fast_path_off"]["closed_form_fit"]
+    assert why.startswith("cost model") and "RuntimeError: closed form broke" in why
