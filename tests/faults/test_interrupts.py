@@ -20,6 +20,16 @@ from ecopt.trial import TrialState
 from faults_helpers import assert_saved, make_study
 
 
+@pytest.fixture(autouse=True)
+def _ctrl_c_raises():
+    """SIGINT raises KeyboardInterrupt here, as at a terminal, even when this process was
+    started with SIGINT ignored (Python keeps a parent's SIG_IGN: e.g. a job started with
+    ``&`` from a non-interactive shell)."""
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, old)
+
+
 class _Ctrl:
     """Ctrl-C from a timer: SIGINT once, then again every few seconds until optimize returns.
 
