@@ -543,8 +543,9 @@ class Study:
         without new trials returns the same evaluation. The evaluation is
         metered like a proposal (its joules count in the search energy and
         against ``energy_budget_j``, and are added to the next proposal's
-        ``proposal["search"]``), and is kept in the next proposed trial's notes
-        (``proposal["convergence"]``).
+        ``proposal["search"]``; when no proposal follows, ``optimize()`` or
+        :meth:`close` keeps them in ``study.json`` as ``unbilled_search``), and
+        is kept in the next proposed trial's notes (``proposal["convergence"]``).
 
         Args:
             rule: The settings (default :attr:`stopping_rule`).
