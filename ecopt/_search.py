@@ -43,7 +43,8 @@ if TYPE_CHECKING:
     from ecopt.trial import TrialRecord
 
 __all__ = ["meter_proposal", "split_search", "search_energy_j", "proposal_energy_j", "EnergyBudget",
-           "PREDICT_QUANTILE", "add_window", "unbilled_windows", "UNBILLED_KEY"]
+           "PREDICT_QUANTILE", "add_window", "mark_overlap", "unbilled_windows",
+           "UNBILLED_KEY"]
 
 #: Key of a stopping-rule window no proposal followed, in ``study.json``.
 UNBILLED_KEY = "unbilled_search"
@@ -140,12 +141,17 @@ def add_window(total: dict[str, Any] | None, window: dict[str, Any]) -> dict[str
     return _with_overlap(out, window)
 
 
+def mark_overlap(notes: dict[str, Any], in_flight: int) -> dict[str, Any]:
+    """Flag a window made while ``in_flight`` trials ran (``overlap``; the larger count kept)."""
+    if in_flight > 0:
+        notes["overlap"] = True
+        notes["in_flight"] = max(int(notes.get("in_flight") or 0), in_flight)
+    return notes
+
+
 def _with_overlap(out: dict[str, Any], window: dict[str, Any]) -> dict[str, Any]:
-    """Carry ``window``'s ``overlap``/``in_flight`` flags into ``out`` (the larger count)."""
-    if window.get("overlap"):
-        out["overlap"] = True
-        out["in_flight"] = max(int(out.get("in_flight") or 0), int(window.get("in_flight") or 0))
-    return out
+    """Carry ``window``'s ``overlap``/``in_flight`` flags into ``out``."""
+    return mark_overlap(out, int(window.get("in_flight") or 0)) if window.get("overlap") else out
 
 
 def unbilled_windows(spec: Any) -> list[dict[str, Any]]:

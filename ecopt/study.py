@@ -24,7 +24,14 @@ import numpy as np
 
 from ecopt import pareto
 from ecopt._convergence import NOTES_KEY, ConvergenceTracker, StoppingRule, Termination
-from ecopt._search import UNBILLED_KEY, add_window, meter_proposal, search_energy_j, split_search
+from ecopt._search import (
+    UNBILLED_KEY,
+    add_window,
+    mark_overlap,
+    meter_proposal,
+    search_energy_j,
+    split_search,
+)
 from ecopt._types import Params
 from ecopt._version import __version__
 from ecopt.errors import EcoptError, MissingSpecError, SpecMismatchError, TrialPruned
@@ -469,10 +476,8 @@ class Study:
                 self.meter, lambda: list(sampler.propose(self.space, seen, pending, k)))
             self._proposal_energy_j += energy
             search = self._bill_convergence_check(search)
-            if in_flight:
-                # A machine-wide meter also read these trials' energy in this window.
-                search.update(overlap=True, in_flight=max(in_flight,
-                                                          int(search.get("in_flight") or 0)))
+            # A machine-wide meter also read the running trials' energy in this window.
+            mark_overlap(search, in_flight)
             latest = self._convergence.latest if self._convergence is not None else None
             check = latest.to_dict() if latest is not None and latest.n_records == len(seen) \
                 else None
@@ -514,15 +519,8 @@ class Study:
         extra, self._unbilled_search = self._unbilled_search, None
         if extra is None:
             return search
-        out = dict(search)
-        out["duration_s"] = float(search.get("duration_s") or 0.0) + extra["duration_s"]
-        if search.get("energy_j") is not None or extra.get("energy_j") is not None:
-            out["energy_j"] = float(search.get("energy_j") or 0.0) \
-                + float(extra.get("energy_j") or 0.0)
+        out = add_window(search, extra)
         out["convergence_check_s"] = extra["duration_s"]
-        if extra.get("overlap"):
-            out.update(overlap=True, in_flight=max(int(out.get("in_flight") or 0),
-                                                   int(extra.get("in_flight") or 0)))
         return out
 
     def _restore_convergence(self) -> None:
@@ -582,8 +580,7 @@ class Study:
             self.meter, lambda: tracker.evaluate(rule, seen, bound, n_complete=n_complete))
         if t is not before:  # a new evaluation: bill its window to the next proposal
             self._proposal_energy_j += energy
-            if self._running:
-                search.update(overlap=True, in_flight=len(self._running))
+            mark_overlap(search, len(self._running))
             self._unbilled_search = add_window(self._unbilled_search, search)
         return t
 
