@@ -10,7 +10,8 @@ per evaluation (one for each new set of finished trials):
   (:mod:`ecopt.samplers._regret` states them exactly);
 * the evaluation is *below* when ``U <= max(N, noise_floor)``;
 * the study has converged when the last ``patience`` evaluations in a row were
-  below (and at least ``min_trials`` trials completed).
+  below (and at least ``min_trials`` trials completed; pruned trials, which
+  the sampler sees at their judged values, do not count towards it).
 
 Each evaluation is recorded in the notes of the trial proposed right after it
 (``trial.proposal["convergence"]``) and, for the one that stops
@@ -43,7 +44,8 @@ class StoppingRule:
         patience: Evaluations in a row (one per new set of finished trials, so
             one per proposal in a sequential study) whose bound is at or below
             the noise level.
-        min_trials: Complete trials before the rule is evaluated at all (20, as
+        min_trials: Complete trials (pruned ones not counted) before the rule
+            is evaluated at all (20, as
             Optuna's terminator: with fewer, the GPs' noise and lengthscales are
             too uncertain for the bound to mean much).
         beta: The optimistic point is ``mean + sqrt(beta) * sd`` per objective;
@@ -81,9 +83,10 @@ class StoppingRule:
                              f"got noise_floor={self.noise_floor!r}")
 
     @classmethod
-    def of(cls, value: Any) -> StoppingRule | None:
+    def of(cls, value: Any, current: StoppingRule | None = None) -> StoppingRule | None:
         """``optimize``'s ``stop_when_converged``: ``False``/``None`` (off), ``True``
-        (defaults) or a rule.
+        (``current``: the study's rule, restored when it was re-opened; else the
+        defaults) or a rule.
 
         Raises:
             ValueError: for anything else.
@@ -91,7 +94,7 @@ class StoppingRule:
         if value is None or value is False:
             return None
         if value is True:
-            return cls()
+            return current if current is not None else cls()
         if isinstance(value, cls):
             return value
         raise ValueError(f"stop_when_converged must be True, False or an ecopt.StoppingRule, "
@@ -222,7 +225,8 @@ class ConvergenceTracker:
         return None
 
     def evaluate(self, rule: StoppingRule, records: Sequence[TrialRecord],
-                 bound: Callable[[], Any] | None) -> Termination:
+                 bound: Callable[[], Any] | None, *,
+                 n_complete: int | None = None) -> Termination:
         """The rule at ``records`` (what the sampler sees).
 
         Args:
@@ -230,6 +234,10 @@ class ConvergenceTracker:
             records: The finished trials as the sampler sees them.
             bound: Computes the :class:`~ecopt.samplers._regret.Bound`, or
                 ``None`` when the sampler has no model.
+            n_complete: Trials that truly completed, compared with
+                ``rule.min_trials`` (default: the complete ones in ``records``;
+                the study passes its own count, as the sampler sees pruned
+                trials as complete at their judged values).
 
         Raises:
             EcoptError: when the sampler has no model (``bound`` is ``None``).
@@ -247,7 +255,8 @@ class ConvergenceTracker:
         before = self._before if last is not None and last.n_records == n else \
             (last.below if last is not None and last.n_records < n else 0)
         settings = {"rule": asdict(rule)}
-        n_complete = sum(r.state is TrialState.COMPLETE for r in records)
+        if n_complete is None:
+            n_complete = sum(r.state is TrialState.COMPLETE for r in records)
         if n_complete < rule.min_trials:
             t = Termination(False, None, None, 0, rule.patience, n,
                             f"{n_complete} complete trial(s); the rule is evaluated from "

@@ -12,6 +12,18 @@ duration are split evenly over the ``q`` trials (``batch`` says how many), so
 summing over trials gives the total. ``energy_j`` is ``null`` when the meter
 reads no energy (``wallclock``).
 
+A stopping-rule evaluation is metered the same way and added to the next
+proposal's window. One that no proposal follows (the evaluation that stops
+``optimize(stop_when_converged=...)``, a last ``should_terminate()``) is kept
+in ``study.json`` instead, as ``unbilled_search`` (the same fields) in the
+optimize call's entry, or in the session when the study is closed outside
+``optimize()``: :func:`unbilled_windows` reads them back.
+
+While trials of the study are in flight (asked and not yet told), the notes
+say so: ``"overlap": true, "in_flight": n``. A meter that reads the whole
+machine (or GPU) then also counts those trials' energy in the proposal's
+window (see docs/energy-aware-search.md).
+
 The budget (:class:`EnergyBudget`) counts what one ``optimize()`` call spent:
 the energy of the trials it ran plus that of every proposal it asked for.
 """
@@ -31,7 +43,11 @@ if TYPE_CHECKING:
     from ecopt.trial import TrialRecord
 
 __all__ = ["meter_proposal", "split_search", "search_energy_j", "proposal_energy_j", "EnergyBudget",
-           "PREDICT_QUANTILE"]
+           "PREDICT_QUANTILE", "add_window", "mark_overlap", "unbilled_windows",
+           "UNBILLED_KEY"]
+
+#: Key of a stopping-rule window no proposal followed, in ``study.json``.
+UNBILLED_KEY = "unbilled_search"
 
 T = TypeVar("T")
 
@@ -99,6 +115,61 @@ def split_search(notes: dict[str, Any], n: int) -> dict[str, Any]:
         if notes["energy_j"] is not None:
             share["energy_j"] = notes["energy_j"] / n
     return share
+
+
+def add_window(total: dict[str, Any] | None, window: dict[str, Any]) -> dict[str, Any]:
+    """Two metered windows of the same meter as one: durations and joules summed.
+
+    ``energy_j`` stays ``None`` only when neither window read energy; the
+    provenance (``meter``, ``source``, ``measured``) is the first window's that
+    read energy.
+    """
+    if total is None:
+        out = {k: window.get(k) for k in ("energy_j", "duration_s", "measured", "source", "meter")}
+        out["duration_s"] = float(window.get("duration_s") or 0.0)
+        if out["energy_j"] is not None:
+            out["energy_j"] = search_energy_j(window)
+        return _with_overlap(out, window)
+    out = dict(total)
+    out["duration_s"] = float(total.get("duration_s") or 0.0) \
+        + float(window.get("duration_s") or 0.0)
+    if window.get("energy_j") is not None:
+        if total.get("energy_j") is None:
+            out.update(measured=window.get("measured"), source=window.get("source"),
+                       meter=window.get("meter"))
+        out["energy_j"] = search_energy_j(total) + search_energy_j(window)
+    return _with_overlap(out, window)
+
+
+def mark_overlap(notes: dict[str, Any], in_flight: int) -> dict[str, Any]:
+    """Flag a window made while ``in_flight`` trials ran (``overlap``; the larger count kept)."""
+    if in_flight > 0:
+        notes["overlap"] = True
+        notes["in_flight"] = max(int(notes.get("in_flight") or 0), in_flight)
+    return notes
+
+
+def _with_overlap(out: dict[str, Any], window: dict[str, Any]) -> dict[str, Any]:
+    """Carry ``window``'s ``overlap``/``in_flight`` flags into ``out``."""
+    return mark_overlap(out, int(window.get("in_flight") or 0)) if window.get("overlap") else out
+
+
+def unbilled_windows(spec: Any) -> list[dict[str, Any]]:
+    """Every stopping-rule window kept in ``study.json`` (optimize calls and sessions)."""
+    out: list[dict[str, Any]] = []
+    sessions = spec.get("sessions") if isinstance(spec, dict) else None
+    for sess in sessions if isinstance(sessions, list) else []:
+        if not isinstance(sess, dict):
+            continue
+        calls = sess.get("optimize")
+        for c in calls if isinstance(calls, list) else []:
+            w = c.get(UNBILLED_KEY) if isinstance(c, dict) else None
+            if isinstance(w, dict):
+                out.append(w)
+        w = sess.get(UNBILLED_KEY)
+        if isinstance(w, dict):
+            out.append(w)
+    return out
 
 
 def search_energy_j(search: Any) -> float:

@@ -24,7 +24,14 @@ import numpy as np
 
 from ecopt import pareto
 from ecopt._convergence import NOTES_KEY, ConvergenceTracker, StoppingRule, Termination
-from ecopt._search import meter_proposal, search_energy_j, split_search
+from ecopt._search import (
+    UNBILLED_KEY,
+    add_window,
+    mark_overlap,
+    meter_proposal,
+    search_energy_j,
+    split_search,
+)
 from ecopt._types import Params
 from ecopt._version import __version__
 from ecopt.errors import EcoptError, MissingSpecError, SpecMismatchError, TrialPruned
@@ -149,7 +156,8 @@ class Study:
         #: stop_when_converged=rule)`` sets it).
         self.stopping_rule = StoppingRule()
         self._convergence: ConvergenceTracker | None = None
-        # The metered window of a stopping-rule evaluation not yet billed to a proposal.
+        # The metered window of stopping-rule evaluations not yet billed to a proposal
+        # (kept in study.json by optimize() and close() when no proposal follows).
         self._unbilled_search: dict[str, Any] | None = None
 
         if _readonly:
@@ -344,8 +352,14 @@ class Study:
         return study
 
     def close(self) -> None:
-        """Release the storage lock and the meter (the log is already on disk)."""
+        """Release the storage lock and the meter (the log is already on disk).
+
+        The energy of a stopping-rule evaluation that no proposal followed is
+        kept in ``study.json`` first (the session's ``unbilled_search``).
+        """
         if self._storage is not None and not self.readonly:
+            if not self._storage.handed_over:
+                self._keep_unbilled_search()
             self._storage.close()
         if self.meter is not None:
             self.meter.close()
@@ -362,6 +376,28 @@ class Study:
                 self._storage.close()
         except Exception:
             pass
+
+    def _keep_unbilled_search(self) -> None:
+        """Add the pending stopping-rule window to this session in ``study.json``."""
+        pending = self._unbilled_search
+        sessions = self.spec.get("sessions")
+        if pending is None or self._storage is None or not isinstance(sessions, list) \
+                or not sessions or not isinstance(sessions[-1], dict):
+            return
+        sess = sessions[-1]
+        before = sess.get(UNBILLED_KEY)
+        sess[UNBILLED_KEY] = add_window(before if isinstance(before, dict) else None, pending)
+        try:
+            self._storage.write_spec(self.spec)
+        except Exception as exc:  # noqa: BLE001 - the trials are saved; this is a note
+            if isinstance(before, dict):
+                sess[UNBILLED_KEY] = before
+            else:
+                sess.pop(UNBILLED_KEY, None)
+            log.warning("could not keep the stopping rule's last evaluation energy in "
+                        "study.json: %s", exc)
+            return
+        self._unbilled_search = None
 
     @property
     def path(self) -> Path | None:
@@ -432,6 +468,7 @@ class Study:
             if isinstance(k, bool) or not isinstance(k, int) or k < 1:
                 raise ValueError(f"n >= 1 must hold, got n={n!r}")
             pending = [t.params for t in self._running.values()]
+            in_flight = len(pending)
             seen, more = self._records_for_sampler()
             pending += more
             sampler = self.sampler
@@ -439,6 +476,8 @@ class Study:
                 self.meter, lambda: list(sampler.propose(self.space, seen, pending, k)))
             self._proposal_energy_j += energy
             search = self._bill_convergence_check(search)
+            # A machine-wide meter also read the running trials' energy in this window.
+            mark_overlap(search, in_flight)
             latest = self._convergence.latest if self._convergence is not None else None
             check = latest.to_dict() if latest is not None and latest.n_records == len(seen) \
                 else None
@@ -480,11 +519,7 @@ class Study:
         extra, self._unbilled_search = self._unbilled_search, None
         if extra is None:
             return search
-        out = dict(search)
-        out["duration_s"] = float(search.get("duration_s") or 0.0) + extra["duration_s"]
-        if search.get("energy_j") is not None or extra.get("energy_j") is not None:
-            out["energy_j"] = float(search.get("energy_j") or 0.0) \
-                + float(extra.get("energy_j") or 0.0)
+        out = add_window(search, extra)
         out["convergence_check_s"] = extra["duration_s"]
         return out
 
@@ -506,8 +541,9 @@ class Study:
         without new trials returns the same evaluation. The evaluation is
         metered like a proposal (its joules count in the search energy and
         against ``energy_budget_j``, and are added to the next proposal's
-        ``proposal["search"]``), and is kept in the next proposed trial's notes
-        (``proposal["convergence"]``).
+        ``proposal["search"]``; when no proposal follows, ``optimize()`` or
+        :meth:`close` keeps them in ``study.json`` as ``unbilled_search``), and
+        is kept in the next proposed trial's notes (``proposal["convergence"]``).
 
         Args:
             rule: The settings (default :attr:`stopping_rule`).
@@ -539,16 +575,13 @@ class Study:
         if bound is not None and (done := tracker.cached(rule, len(seen))) is not None:
             return done  # nothing new to evaluate: no meter window either
         before = tracker.latest
-        t, search, energy = meter_proposal(self.meter,
-                                           lambda: tracker.evaluate(rule, seen, bound))
+        n_complete = sum(r.state is TrialState.COMPLETE for r in self._records)
+        t, search, energy = meter_proposal(
+            self.meter, lambda: tracker.evaluate(rule, seen, bound, n_complete=n_complete))
         if t is not before:  # a new evaluation: bill its window to the next proposal
             self._proposal_energy_j += energy
-            prev = self._unbilled_search or {"duration_s": 0.0, "energy_j": None}
-            e = search.get("energy_j")
-            self._unbilled_search = {
-                "duration_s": prev["duration_s"] + float(search.get("duration_s") or 0.0),
-                "energy_j": None if e is None and prev["energy_j"] is None
-                else float(prev["energy_j"] or 0.0) + float(e or 0.0)}
+            mark_overlap(search, len(self._running))
+            self._unbilled_search = add_window(self._unbilled_search, search)
         return t
 
     def should_terminate(self, rule: StoppingRule | None = None) -> bool:
@@ -836,7 +869,8 @@ class Study:
                 that costs more than predicted can still take the total over.
                 See docs/energy-aware-search.md.
             stop_when_converged: Start no new trial once :meth:`should_terminate`
-                says the search has converged (``True``: ``StoppingRule()``; or an
+                says the search has converged (``True``: :attr:`stopping_rule`, the
+                rule a re-opened study restored, else ``StoppingRule()``; or an
                 :class:`~ecopt.StoppingRule`, which becomes :attr:`stopping_rule`).
                 The rule is evaluated before each proposal; trials in flight
                 finish. Needs a model-based sampler.
@@ -879,7 +913,7 @@ class Study:
                 raise ValueError(f"energy_budget_j > 0 must hold (a finite number of joules), "
                                  f"got energy_budget_j={energy_budget_j!r}")
             self._check_meter_reads_energy()
-        rule = StoppingRule.of(stop_when_converged)
+        rule = StoppingRule.of(stop_when_converged, current=self.stopping_rule)
         if rule is not None:
             assert self.sampler is not None
             if not callable(getattr(self.sampler, "improvement_bound", None)):
@@ -965,11 +999,20 @@ class Study:
             latest = self._convergence.latest if self._convergence is not None else None
             entry["stop_when_converged"] = True
             entry[NOTES_KEY] = latest.to_dict() if latest is not None else None
+        pending = self._unbilled_search
+        if pending is not None:  # the last evaluation: no proposal followed it
+            entry[UNBILLED_KEY] = dict(pending)
+        calls = self.spec["sessions"][-1].setdefault("optimize", [])
         try:
-            self.spec["sessions"][-1].setdefault("optimize", []).append(entry)
+            calls.append(entry)
             self._storage.write_spec(self.spec)
         except Exception as exc:  # noqa: BLE001 - the trials are saved; this is a note
+            if calls and calls[-1] is entry:
+                calls.pop()  # not on disk: the pending window stays for close() or a proposal
             log.warning("could not record the optimize() summary in study.json: %s", exc)
+            return
+        if pending is not None:
+            self._unbilled_search = None
 
     def stop(self) -> None:
         """Ask a running :meth:`optimize` to start no new trial (those in flight finish).

@@ -89,6 +89,23 @@ def test_proposals_are_metered_and_split_over_a_batch(tmp_path):
                                                                                 3.0, None]
 
 
+def test_a_proposal_made_while_trials_run_is_flagged(tmp_path):
+    st = _study(tmp_path / "s")
+    first = st.ask()
+    assert "overlap" not in first.proposal["search"]  # nothing else was running
+    pair = st.ask(2)  # first is still running: a machine-wide meter reads it too
+    for t in pair:
+        assert t.proposal["search"]["overlap"] is True
+        assert t.proposal["search"]["in_flight"] == 1
+    for t in [first, *pair]:
+        st.tell(t, {"f1": 0.1, "f2": 0.2})
+    assert "overlap" not in st.ask().proposal["search"]
+    st.close()
+    lines = [json.loads(x) for x in (tmp_path / "s" / "running.jsonl").read_text().splitlines()]
+    kept = [x["proposal"]["search"].get("in_flight") for x in lines if "proposal" in x]
+    assert kept == [None, 1, 1, None]
+
+
 def test_wallclock_meter_records_duration_only_and_refuses_a_budget():
     st = ecopt.Study(ecopt.SearchSpace(SPACE), OBJS, sampler="random", meter="wallclock")
     t = st.ask()

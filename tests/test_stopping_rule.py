@@ -132,3 +132,93 @@ def test_latest_evaluation_is_shown_when_not_converged(tmp_path):
     assert data.convergence == line
     assert f"stopping rule: {line}" in show_text(data)
     assert "stopping rule" in render_html(data) and "min_trials=20" in render_html(data)
+
+
+# A rule that converges at its first evaluation with a model (2 complete trials): any bound
+# is below a noise floor of 1e9, so one cheap GP fit decides.
+QUICK = ecopt.StoppingRule(patience=1, min_trials=2, noise_floor=1e9)
+
+
+def test_last_checks_energy_is_kept_in_study_json_and_in_the_report(tmp_path,
+                                                                      fixed_joules_meter):
+    from ecopt.report import build_report
+
+    path = tmp_path / "s"
+    study = ecopt.Study(SPACE, OBJS, storage=path, meter=fixed_joules_meter(),
+                        sampler=QLogNEHVISampler(n_init=2))
+    done = study.optimize(flat, n_trials=10, show_progress=False, stop_when_converged=QUICK)
+    assert len(done) == 2 and study.stop_reason.startswith("converged")
+    # Three evaluations of 2 J: two billed to the proposals after them, the last one to
+    # nothing but the optimize call's entry.
+    assert [r.proposal["search"]["energy_j"] for r in done] == [4.0, 4.0]
+    call = study.spec["sessions"][-1]["optimize"][-1]
+    assert call["unbilled_search"]["energy_j"] == 2.0
+    assert call["unbilled_search"]["meter"] == "fixed-joules"
+    assert call["unbilled_search"]["measured"] is True
+    assert call["proposal_energy_j"] == pytest.approx(10.0)
+    assert study._unbilled_search is None  # kept, so never billed twice
+    trials_j = sum(r.energy_j for r in done)
+    live = build_report(study)
+    assert live.proposal_energy_j == pytest.approx(10.0)
+    assert live.search_energy_j == pytest.approx(trials_j + 10.0)
+    study.close()
+
+    # ask/tell: a should_terminate() that no proposal follows is kept when the study closes.
+    again = ecopt.Study(SPACE, OBJS, storage=path, meter=fixed_joules_meter(),
+                        sampler=QLogNEHVISampler(n_init=2))
+    t = again.ask(params={"x": 0.5, "y": 0.5})
+    again.tell(t, flat(t))
+    assert again.should_terminate()  # a new set of finished trials: a new 2 J window
+    assert build_report(again).proposal_energy_j == pytest.approx(12.0)  # pending, counted
+    again.close()
+    spec = json.loads((path / "study.json").read_text())
+    assert spec["sessions"][-1]["unbilled_search"]["energy_j"] == 2.0
+    data = build_report(path)
+    assert data.proposal_energy_j == pytest.approx(12.0)
+    assert data.search_energy_j == pytest.approx(data.trial_energy_j + 12.0)
+    rows = [p for p in data.provenance if p.component == "proposals"]
+    assert len(rows) == 1 and rows[0].energy_j == pytest.approx(12.0)
+    assert rows[0].meter == "fixed-joules" and rows[0].measured is True
+
+    # Re-opened again, nothing is counted twice.
+    third = ecopt.Study(SPACE, OBJS, storage=path, meter=fixed_joules_meter(),
+                        sampler=QLogNEHVISampler(n_init=2))
+    assert build_report(third).proposal_energy_j == pytest.approx(12.0)
+    third.close()
+    assert build_report(path).proposal_energy_j == pytest.approx(12.0)
+
+
+def test_true_goes_on_with_the_restored_rule(tmp_path, fixed_joules_meter):
+    path = tmp_path / "s"
+    study = ecopt.Study(SPACE, OBJS, storage=path, meter=fixed_joules_meter(),
+                        sampler=QLogNEHVISampler(n_init=2))
+    study.optimize(flat, n_trials=10, show_progress=False, stop_when_converged=QUICK)
+    study.close()
+    again = ecopt.Study(SPACE, OBJS, storage=path, meter=fixed_joules_meter(),
+                        sampler=QLogNEHVISampler(n_init=2))
+    assert again.stopping_rule == QUICK
+    # True: the study's rule, not StoppingRule() (min_trials=20 would run all 5 trials).
+    assert again.optimize(flat, n_trials=5, show_progress=False,
+                          stop_when_converged=True) == []
+    assert again.stopping_rule == QUICK and again.stop_reason.startswith("converged")
+    again.close()
+    fresh = ecopt.Study(SPACE, OBJS, meter=fixed_joules_meter(),
+                        sampler=QLogNEHVISampler(n_init=2))
+    assert ecopt.StoppingRule.of(True, current=fresh.stopping_rule) == ecopt.StoppingRule()
+
+
+def test_pruned_trials_do_not_count_towards_min_trials(fixed_joules_meter):
+    study = ecopt.Study(SPACE, OBJS, meter=fixed_joules_meter(),
+                        sampler=QLogNEHVISampler(n_init=2))
+    for k in range(4):
+        t = study.ask(params={"x": 0.2 * k, "y": 0.5})
+        t.report(0, {"a": 0.5, "b": 0.5})
+        t.report(1, {"a": 0.9, "b": 0.9})
+        if k < 2:
+            study.tell(t, {"a": 1.0, "b": 1.0})
+        else:
+            study.tell(t, state="pruned")
+    seen, _ = study._records_for_sampler()
+    assert len(seen) == 4  # the sampler sees the pruned trials as complete...
+    t = study.termination(ecopt.StoppingRule(min_trials=3))
+    assert t.upper_bound is None and t.reason.startswith("2 complete trial(s)")  # ...the rule not

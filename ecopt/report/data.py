@@ -47,7 +47,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ecopt import pareto
-from ecopt._search import proposal_energy_j
+from ecopt._search import proposal_energy_j, unbilled_windows
+from ecopt._search import search_energy_j as _window_j
 from ecopt.objective import Constraint, Objective
 from ecopt.report.fmt import fmt_number
 from ecopt.trial import TrialRecord, TrialState
@@ -263,7 +264,9 @@ class ReportData:
             (the "n" of "k of n proposals fell back to Sobol").
         trial_energy_j: Joules of every phase of every trial.
         proposal_energy_j: Joules of the sampler's proposals (their share per trial,
-            summed); 0 when the meter read none or the log predates metering.
+            summed) plus those of stopping-rule evaluations no proposal followed
+            (``unbilled_search`` in ``study.json``); 0 when the meter read none or
+            the log predates metering.
         optimize_calls: What each ``optimize()`` call recorded in ``study.json``
             (``stop_reason``, budgets, energy spent), oldest first.
         warnings: Problems with the log or the request (skipped lines, no
@@ -610,8 +613,22 @@ def _optimize_calls(spec: dict[str, Any]) -> tuple[dict[str, Any], ...]:
     return tuple(out)
 
 
-def _provenance(records: Sequence[TrialRecord]) -> tuple[Provenance, ...]:
-    """Joules by (meter, component, source); proposals are the component ``proposals``."""
+def _unbilled(study: Study) -> list[dict[str, Any]]:
+    """Stopping-rule windows no proposal followed: kept in ``study.json``, or still pending."""
+    out = unbilled_windows(study.spec)
+    pending = getattr(study, "_unbilled_search", None)
+    if isinstance(pending, dict):  # a live Study whose last evaluation is not kept yet
+        out.append(pending)
+    return out
+
+
+def _provenance(records: Sequence[TrialRecord],
+                unbilled: Sequence[dict[str, Any]] = ()) -> tuple[Provenance, ...]:
+    """Joules by (meter, component, source); proposals are the component ``proposals``.
+
+    ``unbilled``: stopping-rule windows kept outside the trial log (metered with
+    the same meter as the proposals, so counted in their row).
+    """
     acc: dict[tuple[str, str, str, bool], list[Any]] = {}
     for r in records:
         for p in r.phases.values():
@@ -627,6 +644,12 @@ def _provenance(records: Sequence[TrialRecord]) -> tuple[Provenance, ...]:
                    bool(search.get("measured", False)))
             slot = acc.setdefault(key, [0.0, None])
             slot[0] += e
+    for w in unbilled:
+        if w.get("energy_j") is not None:
+            key = (str(w.get("meter", "?")), "proposals", str(w.get("source", "?")),
+                   bool(w.get("measured", False)))
+            slot = acc.setdefault(key, [0.0, None])
+            slot[0] += _window_j(w)
     return tuple(Provenance(k[0], k[1], k[2], k[3], v[0], v[1]) for k, v in acc.items())
 
 
@@ -744,11 +767,13 @@ def build_report(source: Study | str | Path, *, baseline: int | None = None,
             if ph not in phase_names:
                 phase_names.append(ph)
     phase_energy = tuple(pe for n in front for pe in _phase_energy(by_num[n]))
-    prov = _provenance(records)
+    unbilled = _unbilled(study)
+    prov = _provenance(records, unbilled)
     estimated = any(not p.measured for p in prov)
     measured_any = any(p.measured for p in prov)
     trial_j = float(sum(r.energy_j for r in records))
-    proposal_j = float(sum(proposal_energy_j(r) for r in records))
+    proposal_j = float(sum(proposal_energy_j(r) for r in records)
+                       + sum(_window_j(w) for w in unbilled))
     search_j = trial_j + proposal_j
 
     counts = {"complete": 0, "violates_constraints": 0, "failed": 0, "infeasible": 0,
@@ -958,7 +983,8 @@ def build_compare(sources: Sequence[Study | str | Path],
         fvals = tuple(tuple(by_num[n].values[k] for k in names) for n in front)
         hv = (pareto.hypervolume(np.array(fvals), list(ref), dirs) if ref is not None and fvals
               else 0.0)
-        prov = _provenance(recs)
+        unbilled = _unbilled(st)
+        prov = _provenance(recs, unbilled)
         name = str(st.name or "study")
         if name in seen:
             name = f"{name} ({st.path})"
@@ -974,7 +1000,8 @@ def build_compare(sources: Sequence[Study | str | Path],
             name=name, path=str(st.path or ""), n_trials=len(recs), n_complete=len(_ok(recs)),
             front_values=fvals, front_numbers=front, hypervolume=float(hv),
             hv_series=hypervolume_series(recs, st.objectives, ref),
-            search_energy_j=float(sum(r.energy_j + proposal_energy_j(r) for r in recs)),
+            search_energy_j=float(sum(r.energy_j + proposal_energy_j(r) for r in recs)
+                                  + sum(_window_j(w) for w in unbilled)),
             energy_estimated=any(not p.measured for p in prov),
             sampler=str(sampler.get("name", "")) if isinstance(sampler, dict) else str(sampler),
             host=host_line, warnings=tuple(w)))
