@@ -8,6 +8,7 @@ import logging
 import pytest
 
 import ecopt
+from ecopt.report.fmt import fmt_number
 from ecopt.meters.base import WallClockMeter
 from ecopt.report.progress import Progress
 
@@ -42,7 +43,7 @@ def test_bar_shows_trials_hypervolume_and_estimated_energy(tmp_path):
         p.close()
     text = buf.getvalue()
     assert "4/4" in text and "ecopt s" in text
-    assert f"hv={s.hypervolume():.4g}" in text
+    assert f"hv={fmt_number(s.hypervolume())}" in text  # the one number format
     assert f"front={len(s.best_trials())}" in text
     assert "J (estimated)" in text
     spent = sum(r.energy_j + r.proposal["search"]["energy_j"] for r in recs)
