@@ -8,8 +8,8 @@ import logging
 import pytest
 
 import ecopt
-from ecopt.report.fmt import fmt_number
 from ecopt.meters.base import WallClockMeter
+from ecopt.report.fmt import fmt_number
 from ecopt.report.progress import Progress
 
 SPACE = ecopt.SearchSpace({"x": ecopt.Float(0, 1), "c": ecopt.Categorical(["a", "b"])})
