@@ -11,7 +11,9 @@ acquisition becomes BoTorch's :class:`~botorch.acquisition.cost_aware.
 InverseCostWeightedUtility` of it: for qLogNEHVI (log space)
 ``log EHVI(x) - cost_exponent * log c(x)``, i.e. expected hypervolume
 improvement per predicted joule (``cost_exponent = 1``); for qNEHVI
-``EHVI(x) / c(x)**cost_exponent``. A q-batch costs the sum of its points' costs
+``EHVI(x) / c(x)**cost_exponent``. (BoTorch releases whose utility has no
+``log`` argument get the log form computed here by the same rule, from the
+cost model's public posterior.) A q-batch costs the sum of its points' costs
 (each point to the power ``cost_exponent``); sequential greedy scores one point
 at a time.
 
@@ -208,6 +210,17 @@ def notes(cost: CostModel | str, X: Any) -> dict[str, Any]:
 
 
 @functools.cache
+def _utility_has_log() -> bool:
+    """Whether BoTorch's ``InverseCostWeightedUtility`` takes ``log`` (added after 0.15)."""
+    import inspect
+
+    from botorch.acquisition.cost_aware import InverseCostWeightedUtility
+
+    return "log" in inspect.signature(InverseCostWeightedUtility.__init__).parameters
+
+
+
+@functools.cache
 def _per_joule_class() -> type:
     from botorch.acquisition import AcquisitionFunction
     from botorch.acquisition.cost_aware import InverseCostWeightedUtility
@@ -228,11 +241,22 @@ def _per_joule_class() -> type:
             def joules(Y: Any, X: Any = None) -> Any:  # log joules -> joules ** a
                 return (a * Y[..., 0]).exp()
 
+            self.cost_model, self.joules, self.log = cost.model, joules, log
+            self.utility = None
+            if log and not _utility_has_log():
+                return  # an older BoTorch: no log form; forward() weights as it does
+            kw = {"log": log} if _utility_has_log() else {}
             self.utility = InverseCostWeightedUtility(
-                cost.model, use_mean=True, log=log, cost_objective=GenericMCObjective(joules))
+                cost.model, use_mean=True, cost_objective=GenericMCObjective(joules), **kw)
 
         def forward(self, X: Any) -> Any:
-            return self.utility(X, self.acqf(X))
+            if self.utility is not None:
+                return self.utility(X, self.acqf(X))
+            # InverseCostWeightedUtility(log=True)'s rule, from its public parts: the cost of
+            # a q-batch is the sum of its points' costs at the posterior mean, and the log
+            # acquisition minus its log.
+            mean = self.cost_model.posterior(X).mean
+            return self.acqf(X) - self.joules(mean, X).sum(dim=-1).log()
 
         def set_X_pending(self, X_pending: Any = None) -> None:
             self.acqf.set_X_pending(X_pending)

@@ -253,9 +253,10 @@ def test_weighting_failing_in_the_optimiser_proposes_without_cost(monkeypatch, s
     on every batch of points (so it passes each check), or from its fourth call on (so
     the check on BoTorch's public path catches it). The proposal is still model-based,
     made without cost, says why, and the fast paths (which work without cost) stay on."""
-    from botorch.acquisition.cost_aware import InverseCostWeightedUtility
-
-    real = InverseCostWeightedUtility.forward
+    # What this BoTorch switches off anyway (the compat layer, at older releases).
+    base_off = _propose(sobol_records).info.get("fast_path_off", {})
+    per_joule = _cost._per_joule_class()  # the weighted acquisition, on any BoTorch
+    real = per_joule.forward
     calls = {"n": 0}
 
     def flaky(self: Any, X: Any, *args: Any, **kwargs: Any) -> Any:
@@ -264,13 +265,13 @@ def test_weighting_failing_in_the_optimiser_proposes_without_cost(monkeypatch, s
             raise RuntimeError("cost utility broke")
         return real(self, X, *args, **kwargs)
 
-    monkeypatch.setattr(InverseCostWeightedUtility, "forward", flaky)
+    monkeypatch.setattr(per_joule, "forward", flaky)
     p = _propose(sobol_records)
     assert p.proposed_by == "qlognehvi", p.info
     c = p.info["cost"]
     assert c["active"] is False and "predicted_energy_j" not in c
     assert c["why"] == why + "RuntimeError: cost utility broke"
-    assert "fast_path_off" not in p.info, p.info["fast_path_off"]
+    assert p.info.get("fast_path_off", {}) == base_off  # no fast path blamed for the cost
     # With cost: the fast path (check, batch), then BoTorch's public path (check, batch:
     # not reached when its check fails); then no cost.
     assert calls["n"] == (4 if fails == "batches" else 5)
@@ -295,3 +296,29 @@ def test_cost_model_fast_path_off_is_recorded(monkeypatch, sobol_records):
     assert calls["n"] == 3
     why = p.info["fast_path_off"]["closed_form_fit"]
     assert why.startswith("cost model") and "RuntimeError: closed form broke" in why
+
+
+def test_weighting_equals_botorchs_log_utility_where_ecopt_applies_its_rule(sobol_records):
+    """On a BoTorch whose InverseCostWeightedUtility has no log form, ecopt weights by its
+    rule (log EHVI - log of the batch's summed cost); on this one, the two agree."""
+    import torch
+
+    if not _cost._utility_has_log():
+        pytest.skip("this BoTorch's InverseCostWeightedUtility has no log form to compare with")
+    fit_kw = {"cat_dims": [], "warm": None, "cold_check": False, "warm_ftol": 1e-6,
+              "cold_ftol": 1e-6}
+    cost = _cost.fit_cost(SPACE, encoding(SPACE), sobol_records, 0.7, fit_kw)
+    assert isinstance(cost, _cost.CostModel)
+
+    class Acq(torch.nn.Module):
+        model = cost.model
+
+        def forward(self, X: Any) -> Any:
+            return X.sum(dim=(-1, -2)) - 1.0
+
+    X = torch.rand(5, 2, 2, dtype=torch.float64)
+    theirs = _cost._PerJoule(Acq(), cost, True)
+    ours = _cost._PerJoule(Acq(), cost, True)
+    ours.utility = None
+    assert theirs.utility is not None
+    assert torch.allclose(ours(X), theirs(X))
