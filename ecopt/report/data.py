@@ -622,6 +622,12 @@ def _unbilled(study: Study) -> list[dict[str, Any]]:
     return out
 
 
+def _proposals_j(records: Sequence[TrialRecord], unbilled: Sequence[dict[str, Any]]) -> float:
+    """The search's own joules: every proposal's share, and the unbilled stopping-rule windows."""
+    return float(sum(proposal_energy_j(r) for r in records)
+                 + sum(_window_j(w) for w in unbilled))
+
+
 def _provenance(records: Sequence[TrialRecord],
                 unbilled: Sequence[dict[str, Any]] = ()) -> tuple[Provenance, ...]:
     """Joules by (meter, component, source); proposals are the component ``proposals``.
@@ -772,8 +778,7 @@ def build_report(source: Study | str | Path, *, baseline: int | None = None,
     estimated = any(not p.measured for p in prov)
     measured_any = any(p.measured for p in prov)
     trial_j = float(sum(r.energy_j for r in records))
-    proposal_j = float(sum(proposal_energy_j(r) for r in records)
-                       + sum(_window_j(w) for w in unbilled))
+    proposal_j = _proposals_j(records, unbilled)
     search_j = trial_j + proposal_j
 
     counts = {"complete": 0, "violates_constraints": 0, "failed": 0, "infeasible": 0,
@@ -1000,8 +1005,7 @@ def build_compare(sources: Sequence[Study | str | Path],
             name=name, path=str(st.path or ""), n_trials=len(recs), n_complete=len(_ok(recs)),
             front_values=fvals, front_numbers=front, hypervolume=float(hv),
             hv_series=hypervolume_series(recs, st.objectives, ref),
-            search_energy_j=float(sum(r.energy_j + proposal_energy_j(r) for r in recs)
-                                  + sum(_window_j(w) for w in unbilled)),
+            search_energy_j=float(sum(r.energy_j for r in recs)) + _proposals_j(recs, unbilled),
             energy_estimated=any(not p.measured for p in prov),
             sampler=str(sampler.get("name", "")) if isinstance(sampler, dict) else str(sampler),
             host=host_line, warnings=tuple(w)))

@@ -158,9 +158,9 @@ def improvement_bound(sampler: QLogNEHVISampler, space: SearchSpace,
             lengthscale_prior=sampler.lengthscale_prior)
         Xc = torch.tensor(_candidates(space, data.U, n_candidates, seed), dtype=dtype)
         with torch.no_grad():
-            mean = torch.stack([m.posterior(Xc).mean.reshape(-1) for m in fitted.models], -1)
-            sd = torch.stack([m.posterior(Xc).variance.reshape(-1) for m in fitted.models],
-                             -1).clamp_min(0.0).sqrt()
+            posts = [m.posterior(Xc) for m in fitted.models]  # one posterior per model
+            mean = torch.stack([p.mean.reshape(-1) for p in posts], -1)
+            sd = torch.stack([p.variance.reshape(-1) for p in posts], -1).clamp_min(0.0).sqrt()
         noise_sd = [_noise_sd(m) for m in fitted.models]
     feasible = np.array([all(c.satisfied(v) for c, v in zip(sampler.constraints, y[M:]))
                          for y in data.Y], dtype=bool)
