@@ -8,6 +8,11 @@ import sys
 
 import pytest
 
+# The helpers of this folder (fake_meters) are importable (tests run with --import-mode=importlib).
+_here = os.path.dirname(os.path.abspath(__file__))
+if _here not in sys.path:
+    sys.path.insert(0, _here)
+
 # Keep BLAS/torch from oversubscribing the 2-core CI machine.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -40,20 +45,8 @@ def run_dir(tmp_path):
 
 @pytest.fixture
 def fixed_joules_meter():
-    """A meter class reading 2 J per window, whatever ran: a deterministic stand-in for an
-    energy counter (every equal-sized phase gets the same samples/J)."""
-    from typing import Any
-
-    from ecopt.meters.base import ComponentEnergy, Meter
-
-    class FixedJoules(Meter):
-        name = "fixed-joules"
-
-        def _start(self) -> None:
-            pass
-
-        def _stop(self, state: Any, duration_s: float) -> dict[str, ComponentEnergy]:
-            return {"cpu": ComponentEnergy(2.0, "fake-fixed-joules", True)}
+    """A meter class reading 2 J per window (:class:`fake_meters.FixedJoules`)."""
+    from fake_meters import FixedJoules
 
     return FixedJoules
 

@@ -8,34 +8,16 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
 
 import pytest
+from fake_meters import FixedJoules
 
 import ecopt
 from ecopt._search import EnergyBudget
-from ecopt.meters.base import ComponentEnergy, Meter
 from ecopt.trial import Intermediate, TrialRecord, TrialState
 
 SPACE = {"x": ecopt.Float(0, 1), "y": ecopt.Float(0, 1)}
 OBJS = [ecopt.Objective("f1", "min"), ecopt.Objective("f2", "min")]
-
-
-class FixedJoules(Meter):
-    """``joules`` per window, whatever it measured (a deterministic stand-in for a counter)."""
-
-    name = "fixed-joules"
-
-    def __init__(self, joules: float = 2.0) -> None:
-        super().__init__()
-        self.joules = joules
-        self.windows = 0
-
-    def _start(self) -> None:
-        self.windows += 1
-
-    def _stop(self, state: Any, duration_s: float) -> dict[str, ComponentEnergy]:
-        return {"cpu": ComponentEnergy(self.joules, "fake-fixed-joules", True)}
 
 
 def windows_objective(trial: ecopt.Trial) -> dict[str, float]:
@@ -148,7 +130,7 @@ def test_stop_reason_is_kept_in_study_json_and_shown(tmp_path):
 
 
 def _rec(n: int, energy_j: float, state: TrialState = TrialState.COMPLETE) -> TrialRecord:
-    from ecopt.meters.base import Measurement
+    from ecopt.meters.base import ComponentEnergy, Measurement
     from ecopt.trial import PhaseRecord
 
     m = Measurement(1.0, {"cpu": ComponentEnergy(energy_j, "x", True)}, "fixed")
