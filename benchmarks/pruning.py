@@ -19,6 +19,14 @@ Methods:
     ``ecopt-random``, ``ecopt-random-hyperband``, ``ecopt-random-dominance``
                          the same with ecopt's random sampler (Sobol first): where
                          proposals are not steered away from dominated regions
+    ``ecopt-budget``     qLogNEHVI, no pruning, ``optimize(energy_budget_j=B)`` with ``B`` the
+                         median search energy ``ecopt`` needed to reach 95% of the
+                         hypervolume (:data:`ENERGY_BUDGET_J`, from the recorded run); its
+                         trials are metered at the trace's joules (the replay meter), so the
+                         budget counts what the search spent (table ``budget``: how close
+                         to ``B`` it came, never over it, and the hypervolume it reached)
+    ``ecopt-budget-dominance``  the same + ``DominancePruner()``: what pruning buys at an
+                         equal energy budget
     ``ecopt-stop``       qLogNEHVI, no pruning, ``optimize(stop_when_converged=True)``: the
                          stopping rule with its defaults ends the study before the budget
                          when the GPs see no improvement beyond noise (table ``stopping``:
@@ -91,9 +99,27 @@ METHODS: dict[str, str] = {
     "optuna-gp": "Optuna GPSampler, 2 objectives, no pruning",
     "optuna-hyperband": "Optuna TPE + HyperbandPruner on a scalarised objective",
     "ecopt-stop": "ecopt qLogNEHVI, no pruning, optimize(stop_when_converged=True)",
+    "ecopt-budget": "ecopt qLogNEHVI, no pruning, optimize(energy_budget_j=ENERGY_BUDGET_J)",
+    "ecopt-budget-dominance": "ecopt qLogNEHVI + DominancePruner(), "
+                              "optimize(energy_budget_j=ENERGY_BUDGET_J)",
 }
 #: Methods that end a study with the stopping rule (compared with the same seed's ``ecopt``).
 STOPPING = ("ecopt-stop",)
+#: Methods that run under an energy budget (table ``budget``, not ``pruning``).
+BUDGETED = ("ecopt-budget", "ecopt-budget-dominance")
+#: ``energy_budget_j`` of the budgeted methods, per problem: the median search energy the
+#: unpruned ``ecopt`` needed to reach 95% of the hypervolume over 10 seeds, recorded in
+#: docs/results/pruning/2026-12-03 (``pruning`` table; the exact medians). So the question
+#: is: given the energy the plain search typically needs, how often does a budgeted study
+#: get there, with and without pruning. Problems without an entry are not budgeted.
+ENERGY_BUDGET_J: dict[str, float] = {
+    "zeus-cifar100": 3.548654e6,
+    "zeus-imagenet": 1.282122e8,
+    "zeus-librispeech": 3.751068e8,
+    "zeus-movielens-1m": 1.177177e6,
+    "zeus-sentiment140": 5.093220e7,
+    "zeus-squad": 2.907597e7,
+}
 
 
 def _observe(problem: CurveProblem, params: dict[str, Any], seed: int, k: int
@@ -167,11 +193,18 @@ def _run_ecopt(problem: CurveProblem, method: str, seed: int, budget: int) -> di
 
     pruner = ("hyperband" if method.endswith("-hyperband") else
               "dominance" if method.endswith("-dominance") else None)
+    budget_j = None
+    if method in BUDGETED:
+        if problem.name not in ENERGY_BUDGET_J:
+            raise ValueError(f"{method} needs an energy budget for {problem.name!r}; "
+                             f"ENERGY_BUDGET_J has {sorted(ENERGY_BUDGET_J)}")
+        budget_j = ENERGY_BUDGET_J[problem.name]
     sampler: ecopt.samplers.Sampler = (
         RandomSampler(seed=seed, n_sobol=problem.n_init) if method.startswith("ecopt-random")
         else QLogNEHVISampler(seed=seed, n_init=problem.n_init,
                               cost_aware=method.startswith("ecopt-cost")))
-    meter = _replay_meter() if method.startswith("ecopt-cost") else None
+    meter = (_replay_meter() if method.startswith("ecopt-cost") or method in BUDGETED
+             else None)
     study = ecopt.Study(problem.space, problem.objectives, storage=None,
                         meter=meter or "estimate", sampler=sampler, pruner=pruner, seed=seed)
     decide_s: list[float] = []
@@ -187,7 +220,7 @@ def _run_ecopt(problem: CurveProblem, method: str, seed: int, budget: int) -> di
         study.pruner.decide = timed  # type: ignore[method-assign]
     replay = _Replay(problem, seed, meter)
     recs = study.optimize(replay, n_trials=budget, show_progress=False,
-                          stop_when_converged=method in STOPPING)
+                          stop_when_converged=method in STOPPING, energy_budget_j=budget_j)
     trials = []
     for r in sorted(recs, key=lambda r: r.number):
         search = r.proposal.get("search", {})
@@ -197,7 +230,11 @@ def _run_ecopt(problem: CurveProblem, method: str, seed: int, budget: int) -> di
                        "proposal_j": search.get("energy_j") or 0.0,
                        "proposal_s": search.get("duration_s") or 0.0})
     study.close()
-    return {"trials": trials, "decide_s": decide_s, "stop_reason": study.stop_reason}
+    # What the study itself counted against the budget: its trials' metered joules (the
+    # replayed epochs) plus its proposals' (estimated on this CPU).
+    spent = sum(r.energy_j for r in recs) + sum(t["proposal_j"] for t in trials)
+    return {"trials": trials, "decide_s": decide_s, "stop_reason": study.stop_reason,
+            "energy_budget_j": budget_j, "study_spent_j": spent if budget_j else None}
 
 
 def _scalariser(problem: CurveProblem) -> Any:
@@ -317,6 +354,8 @@ def run_one(problem: CurveProblem, method: str, seed: int, budget: int) -> dict[
             "proposal_j": [t["proposal_j"] for t in out["trials"]],
             "proposal_s": [t["proposal_s"] for t in out["trials"]],
             "decide_s": out["decide_s"], "stop_reason": out.get("stop_reason"),
+            "energy_budget_j": out.get("energy_budget_j"),
+            "study_spent_j": out.get("study_spent_j"),
             "wall_s": time.perf_counter() - t0,
             "cpu_s": time.process_time() - c0}
 
@@ -393,6 +432,7 @@ def summarise(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
                 "decide_ms_p99": float(np.percentile(decide, 99) * 1000) if decide else None,
                 "decide_ms_max": float(np.max(decide) * 1000) if decide else None,
                 **(_stopping(rs, base) if m in STOPPING else {}),
+                **(_budgeted(rs, base) if m in BUDGETED else {}),
             }
         out[prob] = {"budget": pr[0]["budget"], "max_step": pr[0]["max_step"],
                      "max_hv": pr[0]["max_hv"], "rows": rows}
@@ -414,6 +454,46 @@ def _stopping(rs: Sequence[dict[str, Any]], base: Sequence[dict[str, Any]]) -> d
             "within_10pct_of_full": sum(x >= 0.9 for x in ratio),
             "trial_energy_saved_vs_full": saved,
             "mean_trial_energy_saved_vs_full": float(np.mean(saved)) if saved else None}
+
+
+def _budgeted(rs: Sequence[dict[str, Any]], base: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """A budgeted method: its spending against the budget and the same seeds' full runs."""
+    full = {r["seed"]: r for r in base}
+    used = [r["study_spent_j"] / r["energy_budget_j"] for r in rs]
+    ratio = [r["hv"][-1] / full[r["seed"]]["hv"][-1] for r in rs
+             if r["seed"] in full and full[r["seed"]]["hv"][-1] > 0]
+    return {"energy_budget_j": rs[0]["energy_budget_j"],
+            "budget_used": used, "over_budget": sum(u > 1.0 for u in used),
+            "trials_run": [len(r["hv"]) for r in rs],
+            "hv_at_budget_vs_full": ratio,
+            "reached_in_budget": sum(r["hv"][-1] >= TARGET * r["max_hv"] * (1 - 1e-12)
+                                     for r in rs),
+            "final_hv": [r["hv"][-1] / r["max_hv"] for r in rs]}
+
+
+def _budget_table(summary: dict[str, Any]) -> dict[str, Any]:
+    cols = ["problem", "method", "seeds", "energy_budget_j", "budget used (mean, max)",
+            "over budget", "trials run (mean of cap)", "reached 95% HV",
+            "final HV / max (mean)", "HV / full-budget ecopt HV (mean, min)",
+            "p (higher HV than ecopt-budget)"]
+    rows = []
+    for prob, s in summary.items():
+        plain = s["rows"].get("ecopt-budget")
+        for m, r in s["rows"].items():
+            if m not in BUDGETED:
+                continue
+            p = (None if m == "ecopt-budget" or plain is None
+                 else _p_less(plain["final_hv"], r["final_hv"]))
+            ratio = r["hv_at_budget_vs_full"]
+            rows.append([prob, m, r["n_seeds"], _fmt_j(r["energy_budget_j"]),
+                         f"{np.mean(r['budget_used']):.0%}, {max(r['budget_used']):.0%}",
+                         f"{r['over_budget']}/{r['n_seeds']}",
+                         f"{np.mean(r['trials_run']):.1f} of {s['budget']}",
+                         f"{r['reached_in_budget']}/{r['n_seeds']}",
+                         f"{np.mean(r['final_hv']):.3f}",
+                         "-" if not ratio else f"{np.mean(ratio):.3f}, {min(ratio):.3f}",
+                         _fmt_p(p)])
+    return {"columns": cols, "rows": rows}
 
 
 def _stopping_table(summary: dict[str, Any]) -> dict[str, Any]:
@@ -459,6 +539,8 @@ def tables(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
     speed = []
     for prob, s in summary.items():
         for m, r in s["rows"].items():
+            if m in BUDGETED:  # their own table: a budget ends them, not the trial count
+                continue
             same = m == r["baseline"]
             rows.append([prob, m, "-" if same else r["baseline"], r["n_seeds"],
                          f"{r['reached']}/{r['n_seeds']}", _fmt_j(r["median_energy_to_95_j"]),
@@ -476,7 +558,8 @@ def tables(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {"pruning": {"columns": cols, "rows": rows},
             "decide_speed": {"columns": ["problem", "pruner", "median ms", "p99 ms", "max ms"],
                              "rows": speed},
-            "stopping": _stopping_table(summary)}
+            "stopping": _stopping_table(summary),
+            "budget": _budget_table(summary)}
 
 
 def markdown_table(t: dict[str, Any]) -> str:
@@ -489,7 +572,7 @@ def record(summary: dict[str, Any], runs: Sequence[dict[str, Any]], dest: Path,
            command: str, notes: Sequence[str] = ()) -> Path:
     """Write the recorded run (``summary.json``, ``summary.md``) through :mod:`ecopt.report.recorded`.
 
-    Three tables (ids ``pruning``, ``decide_speed``, ``stopping``), so
+    Four tables (ids ``pruning``, ``decide_speed``, ``stopping``, ``budget``), so
     ``python -m docs.tables`` can copy them into doc pages.
     """
     from ecopt.report import recorded
@@ -517,7 +600,11 @@ def record(summary: dict[str, Any], runs: Sequence[dict[str, Any]], dest: Path,
         "baseline's. decide_speed: CPU time of one pruner decision (time.process_time). "
         "stopping: a stopping-rule method against the same seed's full-budget `ecopt` run "
         "(the proposals are the same up to the stop): its hypervolume when it stopped over the "
-        "full run's, and 1 - its trial joules over the full run's.")
+        "full run's, and 1 - its trial joules over the full run's. budget: a budgeted method "
+        "(energy_budget_j = the median energy `ecopt` needed to reach the target) against the "
+        "budget (what the study counted: its trials' replayed joules plus its proposals' "
+        "estimate) and against the same seed's full-budget `ecopt` run; p = one-sided "
+        "Mann-Whitney U that its final hypervolume is higher than ecopt-budget's.")
     tabs = {k: recorded.Table(t["columns"], t["rows"]) for k, t in tables(summary).items()}
     facts = {"target_fraction_of_max_hv": TARGET, "methods": METHODS,
              "energy_by_problem": {p: {"measured": p.startswith("zeus-"),
@@ -609,9 +696,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(markdown_table(tables(summary)["pruning"]))
     print()
     print(markdown_table(tables(summary)["decide_speed"]))
-    if tables(summary)["stopping"]["rows"]:
-        print()
-        print(markdown_table(tables(summary)["stopping"]))
+    for extra in ("stopping", "budget"):
+        if tables(summary)[extra]["rows"]:
+            print()
+            print(markdown_table(tables(summary)[extra]))
     if args.record is not None:
         from ecopt.report import recorded
 

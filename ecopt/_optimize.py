@@ -78,6 +78,8 @@ class OptimizeLoop:
         self.in_flight: dict[Future[TrialOutcome], Trial] = {}
         self.stop_reason: str | None = None
         self.budget = EnergyBudget(energy_budget_j) if energy_budget_j is not None else None
+        #: The budget's prediction of each trial in flight, joules, by trial number.
+        self.predicted_j: dict[int, float] = {}
         #: The stopping rule evaluated before each proposal (``None``: off).
         self.rule = stop_when_converged
         #: Joules of the trials this call ran (every state).
@@ -97,6 +99,7 @@ class OptimizeLoop:
 
     # -- recording -------------------------------------------------------------
     def _finish(self, t: Trial, out: TrialOutcome) -> None:
+        self.predicted_j.pop(t.number, None)
         rec = self.study.tell(t, outcome=out)
         self.done.append(rec)
         self.trials_j += rec.energy_j
@@ -190,10 +193,39 @@ class OptimizeLoop:
         """How many new trials the energy budget allows now (``want`` without a budget)."""
         if self.budget is None:
             return want, ""
+        self._sync_budget()
+        return self.budget.affordable(self.study._records, sum(self.predicted_j.values()),
+                                      len(self.in_flight), self.study._proposal_shares, want)
+
+    def _sync_budget(self) -> None:
+        assert self.budget is not None
         self.budget.trials_j = self.trials_j
         self.budget.proposals_j = self.proposals_j
-        return self.budget.affordable(self.study._records, len(self.in_flight),
-                                      self.study._proposal_shares, want)
+
+    def _admit(self, trials: list[Trial]) -> list[Trial]:
+        """The proposed trials the energy budget lets start; the rest are recorded, not run.
+
+        A trial predicted to overrun is saved as failed (``NotStarted``, the
+        prediction in its message) with its proposal's energy, and ends the call.
+        """
+        if self.budget is None:
+            return trials
+        self._sync_budget()
+        ok: list[Trial] = []
+        for t in trials:
+            fits, each, why = self.budget.admits(
+                self.study._records, self.study.space, t.params,
+                sum(self.predicted_j.values()), len(self.in_flight) + len(ok))
+            if fits and not (ok and each == 0.0):
+                ok.append(t)
+                self.predicted_j[t.number] = each
+                continue
+            self.stop_reason = self.stop_reason or why
+            self.to_start = 0
+            log.info("energy budget: %s; it is not started", why)
+            self._finish(t, TrialOutcome(t.number, None, {}, {}, {}, {}, t.started_at, 0.0,
+                                         ErrorInfo("NotStarted", f"not started: {why}", "")))
+        return ok
 
     def _start_batch(self) -> bool:
         """Ask for and submit up to ``batch_size`` trials; False when the sampler has none."""
@@ -209,6 +241,7 @@ class OptimizeLoop:
             self.to_start = 0
             return False
         self.to_start -= len(trials)
+        trials = self._admit(trials)
         for i, t in enumerate(trials):
             try:
                 self.in_flight[self.ex.submit(self.objective, t)] = t

@@ -33,17 +33,18 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
 if TYPE_CHECKING:
     from ecopt.meters import Meter
+    from ecopt.space import SearchSpace
     from ecopt.trial import TrialRecord
 
 __all__ = ["meter_proposal", "split_search", "search_energy_j", "proposal_energy_j", "EnergyBudget",
-           "PREDICT_QUANTILE", "add_window", "mark_overlap", "unbilled_windows",
+           "PREDICT_QUANTILE", "NEAREST", "add_window", "mark_overlap", "unbilled_windows",
            "UNBILLED_KEY"]
 
 #: Key of a stopping-rule window no proposal followed, in ``study.json``.
@@ -53,6 +54,8 @@ T = TypeVar("T")
 
 #: Quantile of the finished trials' energies taken as the next trial's energy.
 PREDICT_QUANTILE = 0.95
+#: Complete trials nearest a configuration that bound the reach of its energy prediction.
+NEAREST = 3
 #: Proposals whose per-trial energy predicts the next proposal's (the largest of them).
 RECENT_PROPOSALS = 5
 
@@ -187,16 +190,27 @@ def proposal_energy_j(record: TrialRecord) -> float:
 
 
 class EnergyBudget:
-    """Whether one more trial fits in an ``optimize()`` call's energy budget.
+    """Whether more trials fit in an ``optimize()`` call's energy budget.
 
-    The next trial is predicted, conservatively, to cost the
-    :data:`PREDICT_QUANTILE` quantile (method ``"higher"``: with 20 trials or
-    fewer, the largest) of the energies of the study's complete trials (every
-    finished trial with energy when none completed), plus its proposal: the
-    largest per-trial proposal energy among the last :data:`RECENT_PROPOSALS`.
-    Trials in flight count at that predicted energy. Before any trial of the
-    study has finished there is nothing to predict from: trials then start one
-    at a time.
+    Two questions, asked at two moments:
+
+    * Before a proposal (:meth:`affordable`): could any trial still fit? A
+      trial is taken to cost at least the cheapest complete trial so far, plus
+      its proposal (the largest per-trial proposal energy among the last
+      :data:`RECENT_PROPOSALS`). When not even that fits, no proposal is made.
+    * Before a proposed trial starts (:meth:`admits`): does *this*
+      configuration fit? Its energy is predicted from the complete trials
+      nearest to it (:meth:`predict_config_j`: the largest energy among those
+      no farther, in the space's unit cube, than twice its
+      :data:`NEAREST`-th nearest), or, before :data:`NEAREST` trials
+      completed, as the :data:`PREDICT_QUANTILE` quantile (method
+      ``"higher"``: with 20 trials or fewer, the largest) of the energies of
+      the complete trials (every finished trial with energy when none
+      completed). A trial predicted to overrun is not started.
+
+    Trials in flight count at the energy predicted when they started. Before
+    any trial of the study has finished there is nothing to predict from:
+    trials then start one at a time.
 
     Args:
         budget_j: The budget, joules.
@@ -213,47 +227,104 @@ class EnergyBudget:
         return self.trials_j + self.proposals_j
 
     @staticmethod
-    def predict_trial_j(records: Sequence[TrialRecord]) -> tuple[float, str] | None:
-        """The next trial's predicted joules and how they were predicted, or ``None``."""
+    def _finished(records: Sequence[TrialRecord]) -> tuple[list[TrialRecord], str]:
         from ecopt.trial import TrialState
 
-        pool = [r.energy_j for r in records if r.state is TrialState.COMPLETE and r.phases]
-        what = "complete"
-        if not pool:
-            pool = [r.energy_j for r in records if r.phases and r.energy_j > 0]
-            what = "finished"
+        done = [r for r in records if r.state is TrialState.COMPLETE and r.phases]
+        if done:
+            return done, "complete"
+        return [r for r in records if r.phases and r.energy_j > 0], "finished"
+
+    @classmethod
+    def predict_trial_j(cls, records: Sequence[TrialRecord]) -> tuple[float, str] | None:
+        """A trial's predicted joules whatever its configuration, and how; ``None``: no data."""
+        pool, what = cls._finished(records)
         if not pool:
             return None
-        q = float(np.quantile(np.asarray(pool), PREDICT_QUANTILE, method="higher"))
+        q = float(np.quantile(np.asarray([r.energy_j for r in pool]), PREDICT_QUANTILE,
+                              method="higher"))
         return q, f"{PREDICT_QUANTILE:.0%} quantile of {len(pool)} {what} trials"
+
+    @classmethod
+    def predict_config_j(cls, records: Sequence[TrialRecord], space: SearchSpace,
+                         params: Mapping[str, Any]) -> tuple[float, str] | None:
+        """This configuration's predicted joules, from its nearest complete trials, and how.
+
+        ``None`` before :data:`NEAREST` complete trials have a configuration of
+        ``space`` (then :meth:`predict_trial_j` applies).
+        """
+        from ecopt.trial import TrialState
+
+        rows, energy = [], []
+        for r in records:
+            if r.state is TrialState.COMPLETE and r.phases:
+                try:
+                    rows.append(space.encode(r.params))
+                except (KeyError, ValueError, TypeError):  # a record of another space
+                    continue
+                energy.append(r.energy_j)
+        if len(rows) < NEAREST:
+            return None
+        d = np.linalg.norm(np.asarray(rows) - space.encode(params), axis=1)
+        radius = 2.0 * float(np.sort(d)[NEAREST - 1])
+        near = d <= radius + 1e-12
+        e = float(np.max(np.asarray(energy)[near]))
+        return e, (f"the largest of the {int(near.sum())} complete trials nearest its "
+                   "configuration")
 
     @staticmethod
     def predict_proposal_j(recent: Sequence[float]) -> float:
         """The next proposal's predicted joules per trial."""
         return max(recent[-RECENT_PROPOSALS:], default=0.0)
 
-    def affordable(self, records: Sequence[TrialRecord], in_flight: int,
+    def _head(self, in_flight_j: float, n_in_flight: int) -> str:
+        return (f"energy_budget_j={self.budget_j:g} J: spent {self.spent_j:.6g} J (trials + "
+                f"proposals), {n_in_flight} trial(s) in flight predicted at "
+                f"{in_flight_j:.6g} J")
+
+    def affordable(self, records: Sequence[TrialRecord], in_flight_j: float, n_in_flight: int,
                    recent_proposals: Sequence[float], want: int) -> tuple[int, str]:
-        """How many of ``want`` new trials may start now, and why not more.
+        """How many of ``want`` new trials may be proposed now, and why not more.
+
+        Each is taken to cost at least the cheapest complete trial so far plus
+        its proposal: an optimistic bound, so that no trial that could fit is
+        refused here (:meth:`admits` then judges the proposed configuration).
 
         Args:
             records: The study's finished trials (all sessions), to predict from.
-            in_flight: Trials of this call still running.
+            in_flight_j: Predicted joules of this call's trials still running.
+            n_in_flight: How many of them.
             recent_proposals: Per-trial proposal joules, oldest first.
             want: How many the loop would like to start.
         """
-        pred = self.predict_trial_j(records)
+        pool, what = self._finished(records)
         prop = self.predict_proposal_j(recent_proposals)
-        if pred is None:
-            n = 1 if in_flight == 0 and self.spent_j + prop < self.budget_j else 0
+        if not pool:
+            n = 1 if n_in_flight == 0 and self.spent_j + prop < self.budget_j else 0
             return min(n, want), ("no trial has finished yet: its energy is unknown, "
                                   "trials start one at a time")
-        each, how = pred
-        room = self.budget_j - self.spent_j - in_flight * (each + prop)
-        per = each + prop
+        low = min(r.energy_j for r in pool)
+        room = self.budget_j - self.spent_j - in_flight_j
+        per = low + prop
         n = int(room // per) if per > 0 else want
         n = max(0, min(n, want))
-        why = (f"energy_budget_j={self.budget_j:g} J: spent {self.spent_j:.6g} J (trials + "
-               f"proposals), {in_flight} trial(s) in flight; the next trial is predicted to "
-               f"need {each:.6g} J ({how}) + {prop:.3g} J for its proposal")
-        return n, why
+        return n, (f"{self._head(in_flight_j, n_in_flight)}; not even the cheapest of "
+                   f"{len(pool)} {what} trials ({low:.6g} J) + {prop:.3g} J for its proposal "
+                   "would fit")
+
+    def admits(self, records: Sequence[TrialRecord], space: SearchSpace,
+               params: Mapping[str, Any], in_flight_j: float, n_in_flight: int
+               ) -> tuple[bool, float, str]:
+        """Whether a proposed trial (its proposal already spent) may start.
+
+        Returns:
+            ``(fits, predicted joules, why)``; ``why`` says what was predicted and
+            from what (the stop reason when it does not fit).
+        """
+        pred = self.predict_config_j(records, space, params) or self.predict_trial_j(records)
+        if pred is None:  # nothing finished: one at a time (affordable() saw to it)
+            return n_in_flight == 0, 0.0, "no trial has finished yet"
+        each, how = pred
+        fits = self.spent_j + in_flight_j + each <= self.budget_j
+        return fits, each, (f"{self._head(in_flight_j, n_in_flight)}; the next trial "
+                            f"{dict(params)} is predicted to need {each:.6g} J ({how})")

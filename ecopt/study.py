@@ -755,6 +755,8 @@ class Study:
         self._records.append(record)
         if record.state is not TrialState.COMPLETE:
             assert record.error is not None
+            if record.error.type == "NotStarted":  # optimize() logs why (the energy budget)
+                return record
             log.warning("trial %d %s: %s: %s (the study goes on)", record.number,
                         record.state.value, record.error.type, record.error.message)
         return record

@@ -139,18 +139,71 @@ def _rec(n: int, energy_j: float, state: TrialState = TrialState.COMPLETE) -> Tr
                        intermediate=(Intermediate(1, {"f1": 1.0}, energy_j, 1.0),))
 
 
-def test_prediction_is_a_high_quantile_and_counts_trials_in_flight():
+def _rec_at(n: int, x: float, energy_j: float) -> TrialRecord:
+    r = _rec(n, energy_j)
+    return TrialRecord(n, r.state, {"x": x, "y": 0.5}, r.values, phases=r.phases)
+
+
+def test_the_next_trial_is_predicted_from_the_trials_nearest_its_configuration():
+    space = ecopt.SearchSpace(SPACE)
+    recs = [_rec_at(i, i / 20, 1.0 + 100.0 * (i >= 18)) for i in range(21)]  # x >= 0.9: 101 J
+    b = EnergyBudget(1000.0)
+    assert b.predict_config_j(recs[:2], space, {"x": 0.1, "y": 0.5}) is None  # < 3 complete
+    cheap, how = b.predict_config_j(recs, space, {"x": 0.12, "y": 0.5})
+    assert cheap == 1.0 and "nearest its configuration" in how
+    assert b.predict_config_j(recs, space, {"x": 0.97, "y": 0.5})[0] == 101.0
+    # At the border the neighbourhood reaches the costly side: the larger energy is taken.
+    assert b.predict_config_j(recs, space, {"x": 0.86, "y": 0.5})[0] == 101.0
+    # Whatever the configuration, before 3 complete trials: a high quantile of them all.
+    assert b.predict_trial_j(recs)[0] == 101.0
+    fits, each, why = b.admits(recs, space, {"x": 0.97, "y": 0.5}, in_flight_j=900.0,
+                               n_in_flight=3)
+    assert not fits and each == 101.0 and "predicted to need 101 J" in why
+    assert b.admits(recs, space, {"x": 0.1, "y": 0.5}, 900.0, 3)[0]
+
+
+def test_proposals_are_refused_only_when_not_even_the_cheapest_trial_fits():
     b = EnergyBudget(100.0)
-    assert b.predict_trial_j([]) is None
-    recs = [_rec(i, float(i)) for i in range(1, 41)]  # 1..40 J
-    each, how = b.predict_trial_j(recs)
-    assert each == 39.0 and "95% quantile of 40 complete" in how
-    assert b.predict_trial_j(recs[:10])[0] == 10.0  # few trials: the largest
+    recs = [_rec(i, float(i)) for i in range(1, 11)]  # 1..10 J
+    b.trials_j, b.proposals_j = 10.0, 1.0
+    assert b.affordable(recs, 0.0, 0, [0.5], 200)[0] == 59  # (100 - 11) // (1 + 0.5)
+    assert b.affordable(recs, 80.0, 2, [0.5], 200)[0] == 6  # trials in flight at 80 J
+    n, why = b.affordable(recs, 88.5, 2, [0.5], 8)
+    assert n == 0 and "not even the cheapest of 10 complete trials (1 J)" in why
     # Only pruned/failed trials so far: they are what there is to go by.
     assert b.predict_trial_j([_rec(0, 5.0, TrialState.PRUNED)])[0] == 5.0
-    b.trials_j, b.proposals_j = 10.0, 1.0
-    assert b.affordable(recs[:10], 0, [0.5], 8)[0] == 8  # (100 - 11) // 10.5
-    assert b.affordable(recs[:10], 2, [0.5], 8)[0] == 6  # two in flight at 10.5 J each
-    assert b.affordable(recs[:10], 9, [0.5], 8)[0] == 0
     # Nothing finished yet: one at a time, none while one runs.
-    assert b.affordable([], 0, [], 4)[0] == 1 and b.affordable([], 1, [], 4)[0] == 0
+    assert b.affordable([], 0.0, 0, [], 4)[0] == 1 and b.affordable([], 0.0, 1, [], 4)[0] == 0
+
+
+def rare_costly_objective(trial: ecopt.Trial) -> dict[str, float]:
+    """One window, or 20 where x > 0.9: a costly corner a trial-blind prediction would fear."""
+    for _ in range(20 if trial["x"] > 0.9 else 1):
+        with trial.phase("work"):
+            pass
+    return {"f1": trial["x"], "f2": 1 - trial["x"] + trial["y"]}
+
+
+def test_a_costly_corner_does_not_end_the_search_and_an_overrun_is_not_started(tmp_path):
+    st = _study(tmp_path / "s")  # 2 J per window: cheap trials 2 J, costly ones 40 J
+    recs = st.optimize(rare_costly_objective, n_trials=500, energy_budget_j=300.0)
+    done = [r for r in recs if r.state is TrialState.COMPLETE]
+    assert _spent(recs) <= 300.0
+    # The costly corner was seen, and the search went on with what it predicts to fit: a
+    # prediction blind to the configuration (40 J + 2 J per trial) would have stopped
+    # after a handful of trials.
+    assert any(r.energy_j == 40.0 for r in done) and len(done) >= 25
+    not_started = [r for r in recs if r.error is not None and r.error.type == "NotStarted"]
+    if not_started:  # a proposal predicted to overrun: recorded with its proposal, not run
+        (r,) = not_started
+        assert r is recs[-1] and r.state is TrialState.FAILED and r.energy_j == 0.0
+        assert r.proposal["search"]["energy_j"] > 0
+        assert "predicted to need" in r.error.message
+        assert st.stop_reason in r.error.message
+    else:
+        assert "not even the cheapest" in st.stop_reason
+    st.close()
+    # Saved like any trial: a re-opened study has it.
+    again = ecopt.Study.load(tmp_path / "s")
+    assert len(again.records) == len(recs)
+    again.close()
