@@ -250,8 +250,10 @@ class EnergyBudget:
                          params: Mapping[str, Any]) -> tuple[float, str] | None:
         """This configuration's predicted joules, from its nearest complete trials, and how.
 
-        ``None`` before :data:`NEAREST` complete trials have a configuration of
-        ``space`` (then :meth:`predict_trial_j` applies).
+        ``None`` (then :meth:`predict_trial_j` applies) before :data:`NEAREST`
+        complete trials have a configuration of ``space``, and for a configuration
+        farther from every complete trial than their typical spacing (the median,
+        over the distinct configurations, of the distance to the nearest other).
         """
         from ecopt.trial import TrialState
 
@@ -265,7 +267,17 @@ class EnergyBudget:
                 energy.append(r.energy_j)
         if len(rows) < NEAREST:
             return None
-        d = np.linalg.norm(np.asarray(rows) - space.encode(params), axis=1)
+        X = np.asarray(rows)
+        d = np.linalg.norm(X - space.encode(params), axis=1)
+        # Near the data only: farther from every trial than their typical spacing (the
+        # median distance from a configuration to its nearest other one), the neighbours
+        # say little, and the trial-blind prediction applies.
+        U = np.unique(X, axis=0)
+        if len(U) >= 2:
+            D = np.linalg.norm(U[:, None, :] - U[None, :, :], axis=2)
+            np.fill_diagonal(D, np.inf)
+            if float(d.min()) > float(np.median(D.min(axis=1))) + 1e-12:
+                return None
         radius = 2.0 * float(np.sort(d)[NEAREST - 1])
         near = d <= radius + 1e-12
         e = float(np.max(np.asarray(energy)[near]))

@@ -864,11 +864,14 @@ class Study:
                 nothing but warn.
             energy_budget_j: Joules this call may spend: the energy of its trials
                 plus that of the proposals made for them (metered with the
-                study's meter). A trial predicted to overrun the budget is not
-                started (predicted as the 95% quantile of the complete trials'
-                energies plus its proposal's); trials in flight finish. Until
-                one trial has finished, trials start one at a time. A trial
-                that costs more than predicted can still take the total over.
+                study's meter). A proposed trial predicted to overrun the
+                budget (from the complete trials nearest its configuration) is
+                not started: it is saved as failed (``NotStarted``) with its
+                proposal's energy, and the call ends; no proposal is made when
+                not even the cheapest trial so far would fit. Trials in flight
+                finish. Until one trial has finished, trials start one at a
+                time. A trial that costs more than predicted can still take the
+                total over.
                 See docs/energy-aware-search.md.
             stop_when_converged: Start no new trial once :meth:`should_terminate`
                 says the search has converged (``True``: :attr:`stopping_rule`, the
