@@ -154,8 +154,11 @@ def test_the_next_trial_is_predicted_from_the_trials_nearest_its_configuration()
     assert b.predict_config_j(recs, space, {"x": 0.97, "y": 0.5})[0] == 101.0
     # At the border the neighbourhood reaches the costly side: the larger energy is taken.
     assert b.predict_config_j(recs, space, {"x": 0.86, "y": 0.5})[0] == 101.0
-    # Whatever the configuration, before 3 complete trials: a high quantile of them all.
+    # Far from every trial (they are 0.05 apart; this one is 0.5 away): the neighbours say
+    # little, and the trial-blind prediction applies (a high quantile of them all).
+    assert b.predict_config_j(recs, space, {"x": 0.12, "y": 0.0}) is None
     assert b.predict_trial_j(recs)[0] == 101.0
+    assert b.admits(recs, space, {"x": 0.12, "y": 0.0}, 0.0, 0)[1] == 101.0
     fits, each, why = b.admits(recs, space, {"x": 0.97, "y": 0.5}, in_flight_j=900.0,
                                n_in_flight=3)
     assert not fits and each == 101.0 and "predicted to need 101 J" in why
