@@ -68,9 +68,9 @@ METHODS: dict[str, str] = {
     "ecopt-qlognehvi-m4alpha": "ecopt qLogNEHVI over approximate boxes at M = 4 (parego_from=5)",
     "ecopt-qlognehvi-dimscaled": "ecopt qLogNEHVI, q=1, BoTorch's dim-scaled lengthscale prior",
     "ecopt-qlognehvi-inferref": "ecopt qLogNEHVI, q=1, not told the reference point (it infers "
-                                "one, as Optuna's GPSampler does)",
-    "ecopt-qlognehvi-frontref": "ecopt qLogNEHVI, q=1, not told the reference point, inferred "
-                                "from the observed front (ref_point_rule='front')",
+                                "one from the observed front, the default rule)",
+    "ecopt-qlognehvi-obsref": "ecopt qLogNEHVI, q=1, not told the reference point, inferred "
+                              "from every observation (ref_point_rule='observed', as Optuna)",
     "ecopt-sobol": "ecopt scrambled Sobol",
     "ecopt-random": "ecopt uniform random",
     "botorch-plain": "plain BoTorch qLogNEHVI loop (cold fits, 10 restarts, 512 raw, 128 MC)",
@@ -87,7 +87,7 @@ _SETTINGS = re.compile(r"ecopt-qlognehvi-r(\d+)-raw(\d+)-mc(\d+)")
 #: ``ecopt-qlognehvi-alpha<a>``: the sampler with box-decomposition approximation ``a``.
 _ALPHA = re.compile(r"ecopt-qlognehvi-alpha([0-9.e-]+)")
 #: Methods that are not told the reference point (thresholds) even where it is known.
-_INFER_REF = ("ecopt-qlognehvi-inferref", "ecopt-qlognehvi-frontref")
+_INFER_REF = ("ecopt-qlognehvi-inferref", "ecopt-qlognehvi-obsref")
 #: Named settings: method -> the settings method it runs.
 _ALIASES = {"ecopt-qlognehvi-lite": "ecopt-qlognehvi-r5-raw256-mc64"}
 
@@ -143,8 +143,8 @@ def _run_ecopt(problem: Problem, method: str, seed: int, budget: int
     elif method == "ecopt-qlognehvi-dimscaled":
         sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init,
                                    lengthscale_prior="dim-scaled")
-    elif method == "ecopt-qlognehvi-frontref":
-        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, ref_point_rule="front")
+    elif method == "ecopt-qlognehvi-obsref":
+        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, ref_point_rule="observed")
     elif method == "ecopt-qlognehvi-m4alpha":
         sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, parego_from=5)
     elif method == "ecopt-qlognparego":

@@ -28,9 +28,9 @@ from ecopt.trial import TrialRecord
 __all__ = ["Encoding", "REF_POINT_RULES", "TrainingData", "encoding", "grid", "seen_keys",
            "to_model", "to_unit", "training_data"]
 
-#: How a missing threshold is inferred (see :func:`training_data`): ``"observed"``, from
-#: every feasible observation, or ``"front"``, from the observed Pareto front only.
-REF_POINT_RULES = ("observed", "front")
+#: How a missing threshold is inferred (see :func:`training_data`): ``"front"``, from the
+#: observed Pareto front only, or ``"observed"``, from every feasible observation.
+REF_POINT_RULES = ("front", "observed")
 
 #: Integer axes with more values than this are optimised continuously and rounded.
 MAX_DISCRETE_VALUES = 4096
@@ -132,7 +132,7 @@ class TrainingData:
 
 def training_data(space: SearchSpace, complete: Sequence[TrialRecord],
                   objectives: Sequence[Objective],
-                  constraints: Sequence[Constraint], ref_point_rule: str = "observed"
+                  constraints: Sequence[Constraint], ref_point_rule: str = "front"
                   ) -> TrainingData:
     """Model inputs and outcomes of the complete trials, and the reference point.
 
@@ -140,11 +140,11 @@ def training_data(space: SearchSpace, complete: Sequence[TrialRecord],
     standard deviation (e.g. repeats of an inference phase); other columns keep
     an inferred noise level. The reference point is the objectives' thresholds;
     where one is missing it is inferred from the feasible trials by
-    :func:`ecopt.pareto.infer_reference_point`: with ``ref_point_rule="observed"``
-    from all of them (the worst observed value minus 10% of the observed range,
-    Optuna's ``GPSampler`` rule up to the margin), with ``"front"`` from their
-    Pareto front only (BoTorch's rule: the front's nadir minus 10% of the front's
-    range). A front-based point gives no improvement to a point beyond the
+    :func:`ecopt.pareto.infer_reference_point`: with ``ref_point_rule="front"``
+    from their Pareto front only (BoTorch's rule: the front's nadir minus 10% of
+    the front's range), with ``"observed"`` from all of them (the worst observed
+    value minus 10% of the observed range, Optuna's ``GPSampler`` rule up to the
+    margin). A front-based point gives no improvement to a point beyond the
     current front's extent (e.g. more accurate but costlier than the most
     accurate trial so far), and it moves inwards whenever the front's extreme
     point is dominated, so the search can stay confined to one part of the

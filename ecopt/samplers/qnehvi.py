@@ -107,17 +107,19 @@ class QLogNEHVISampler(Sampler):
             models that sent DTLZ2 proposals to the cube's corners for good on 2
             of 20 seeds (docs/benchmarks.md, "Collapses").
         ref_point_rule: How the reference point is inferred for an objective
-            without a threshold. ``"observed"`` (default): the worst value any
-            feasible trial observed, minus 10% of the observed range (Optuna's
-            ``GPSampler`` rule, up to the margin). ``"front"``: the observed Pareto
+            without a threshold. ``"front"`` (default): the observed Pareto
             front's nadir minus 10% of the front's range (BoTorch's
-            ``infer_reference_point``; ecopt's rule before), which gives no
-            improvement to a point beyond the current front's extent (more
-            quality for more joules than the most accurate trial so far) and
-            moves inwards whenever that trial is dominated: on the synthetic
-            learning-curve problem of ``benchmarks/pruning.py`` it kept the
-            search among cheap configurations. Thresholds, where given, are
-            used as they are.
+            ``infer_reference_point``). It gives no improvement to a point
+            beyond the current front's extent (more quality for more joules
+            than the most accurate trial so far) and moves inwards whenever
+            that trial is dominated: on the synthetic learning-curve problem of
+            ``benchmarks/pruning.py`` it kept the search among cheap
+            configurations. ``"observed"``: the worst value any feasible trial
+            observed, minus 10% of the observed range (Optuna's ``GPSampler``
+            rule, up to the margin): the whole observed range stays open,
+            and costly extremes get explored earlier (on the Zeus traces more
+            search energy before the front is found). Thresholds, where given,
+            are used as they are and are the surest choice.
         cost_aware: Propose by expected hypervolume improvement per predicted
             joule: a GP on ``log(energy_j)`` of the trials so far predicts each
             point's energy, and the acquisition is divided by it (log space:
@@ -145,7 +147,7 @@ class QLogNEHVISampler(Sampler):
                  allow_repeats: bool = False, dense_posterior: bool = True,
                  sample_around_best: bool = True, alpha: float | None = None,
                  parego_from: int = 4, lengthscale_prior: str = "gamma",
-                 ref_point_rule: str = "observed", cost_aware: bool = False, cost_exponent: float = 1.0) -> None:
+                 ref_point_rule: str = "front", cost_aware: bool = False, cost_exponent: float = 1.0) -> None:
         super().__init__(seed)
         for what, v in (("num_restarts", num_restarts), ("raw_samples", raw_samples),
                         ("mc_samples", 1 if mc_samples is None else mc_samples),
