@@ -147,7 +147,8 @@ class QLogNEHVISampler(Sampler):
                  allow_repeats: bool = False, dense_posterior: bool = True,
                  sample_around_best: bool = True, alpha: float | None = None,
                  parego_from: int = 4, lengthscale_prior: str = "gamma",
-                 ref_point_rule: str = "front", cost_aware: bool = False, cost_exponent: float = 1.0) -> None:
+                 ref_point_rule: str = "front", cost_aware: bool = False,
+                 cost_exponent: float = 1.0) -> None:
         super().__init__(seed)
         for what, v in (("num_restarts", num_restarts), ("raw_samples", raw_samples),
                         ("mc_samples", 1 if mc_samples is None else mc_samples),
