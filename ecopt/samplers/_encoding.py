@@ -25,8 +25,17 @@ from ecopt.samplers import _discrete
 from ecopt.space import Categorical, Int, SearchSpace
 from ecopt.trial import TrialRecord
 
-__all__ = ["Encoding", "REF_POINT_RULES", "TrainingData", "encoding", "grid", "seen_keys",
-           "to_model", "to_unit", "training_data"]
+__all__ = [
+    "REF_POINT_RULES",
+    "Encoding",
+    "TrainingData",
+    "encoding",
+    "grid",
+    "seen_keys",
+    "to_model",
+    "to_unit",
+    "training_data",
+]
 
 #: How a missing threshold is inferred (see :func:`training_data`): ``"front"``, from the
 #: observed Pareto front only, or ``"observed"``, from every feasible observation.
