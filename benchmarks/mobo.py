@@ -67,6 +67,10 @@ METHODS: dict[str, str] = {
     "ecopt-qlognparego": "ecopt with qLogNParEGO at every M (parego_from=2)",
     "ecopt-qlognehvi-m4alpha": "ecopt qLogNEHVI over approximate boxes at M = 4 (parego_from=5)",
     "ecopt-qlognehvi-dimscaled": "ecopt qLogNEHVI, q=1, BoTorch's dim-scaled lengthscale prior",
+    "ecopt-qlognehvi-inferref": "ecopt qLogNEHVI, q=1, not told the reference point (it infers "
+                                "one from the observed front, the default rule)",
+    "ecopt-qlognehvi-obsref": "ecopt qLogNEHVI, q=1, not told the reference point, inferred "
+                              "from every observation (ref_point_rule='observed', as Optuna)",
     "ecopt-sobol": "ecopt scrambled Sobol",
     "ecopt-random": "ecopt uniform random",
     "botorch-plain": "plain BoTorch qLogNEHVI loop (cold fits, 10 restarts, 512 raw, 128 MC)",
@@ -82,6 +86,8 @@ METHODS: dict[str, str] = {
 _SETTINGS = re.compile(r"ecopt-qlognehvi-r(\d+)-raw(\d+)-mc(\d+)")
 #: ``ecopt-qlognehvi-alpha<a>``: the sampler with box-decomposition approximation ``a``.
 _ALPHA = re.compile(r"ecopt-qlognehvi-alpha([0-9.e-]+)")
+#: Methods that are not told the reference point (thresholds) even where it is known.
+_INFER_REF = ("ecopt-qlognehvi-inferref", "ecopt-qlognehvi-obsref")
 #: Named settings: method -> the settings method it runs.
 _ALIASES = {"ecopt-qlognehvi-lite": "ecopt-qlognehvi-r5-raw256-mc64"}
 
@@ -137,6 +143,8 @@ def _run_ecopt(problem: Problem, method: str, seed: int, budget: int
     elif method == "ecopt-qlognehvi-dimscaled":
         sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init,
                                    lengthscale_prior="dim-scaled")
+    elif method == "ecopt-qlognehvi-obsref":
+        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, ref_point_rule="observed")
     elif method == "ecopt-qlognehvi-m4alpha":
         sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, parego_from=5)
     elif method == "ecopt-qlognparego":
@@ -147,8 +155,8 @@ def _run_ecopt(problem: Problem, method: str, seed: int, budget: int
         sampler = SobolSampler(seed=seed)
     else:
         sampler = RandomSampler(seed=seed)
-    study = ecopt.Study(problem.space,
-                        problem.objectives(problem.info.get("thresholds_known", True)),
+    told = problem.info.get("thresholds_known", True) and method not in _INFER_REF
+    study = ecopt.Study(problem.space, problem.objectives(told),
                         sampler=sampler, meter="wallclock", seed=seed, storage=None)
     params_seq: list[dict[str, Any]] = []
     ask_s: list[float] = []

@@ -25,8 +25,21 @@ from ecopt.samplers import _discrete
 from ecopt.space import Categorical, Int, SearchSpace
 from ecopt.trial import TrialRecord
 
-__all__ = ["Encoding", "TrainingData", "encoding", "grid", "seen_keys", "to_model", "to_unit",
-           "training_data"]
+__all__ = [
+    "REF_POINT_RULES",
+    "Encoding",
+    "TrainingData",
+    "encoding",
+    "grid",
+    "seen_keys",
+    "to_model",
+    "to_unit",
+    "training_data",
+]
+
+#: How a missing threshold is inferred (see :func:`training_data`): ``"front"``, from the
+#: observed Pareto front only, or ``"observed"``, from every feasible observation.
+REF_POINT_RULES = ("front", "observed")
 
 #: Integer axes with more values than this are optimised continuously and rounded.
 MAX_DISCRETE_VALUES = 4096
@@ -128,18 +141,31 @@ class TrainingData:
 
 def training_data(space: SearchSpace, complete: Sequence[TrialRecord],
                   objectives: Sequence[Objective],
-                  constraints: Sequence[Constraint]) -> TrainingData:
+                  constraints: Sequence[Constraint], ref_point_rule: str = "front"
+                  ) -> TrainingData:
     """Model inputs and outcomes of the complete trials, and the reference point.
 
     A column gets observed noise when every kept trial reported that metric's
     standard deviation (e.g. repeats of an inference phase); other columns keep
     an inferred noise level. The reference point is the objectives' thresholds;
-    where one is missing it is inferred from the observed front of the feasible
-    trials by :func:`ecopt.pareto.infer_reference_point`.
+    where one is missing it is inferred from the feasible trials by
+    :func:`ecopt.pareto.infer_reference_point`: with ``ref_point_rule="front"``
+    from their Pareto front only (BoTorch's rule: the front's nadir minus 10% of
+    the front's range), with ``"observed"`` from all of them (the worst observed
+    value minus 10% of the observed range, Optuna's ``GPSampler`` rule up to the
+    margin). A front-based point gives no improvement to a point beyond the
+    current front's extent (e.g. more accurate but costlier than the most
+    accurate trial so far), and it moves inwards whenever the front's extreme
+    point is dominated, so the search can stay confined to one part of the
+    front (docs/benchmarks.md, "Energy-aware search").
 
     Raises:
-        ValueError: when fewer than 2 complete trials have every metric.
+        ValueError: when fewer than 2 complete trials have every metric, or
+            for an unknown ``ref_point_rule``.
     """
+    if ref_point_rule not in REF_POINT_RULES:
+        raise ValueError(f"ref_point_rule must be one of {list(REF_POINT_RULES)}, "
+                         f"got {ref_point_rule!r}")
     M = len(objectives)
     U = np.array([space.encode(r.params) for r in complete]).reshape(len(complete), space.dim)
     Y = np.array([[o.sign * r.values[o.name] for o in objectives]
@@ -160,6 +186,6 @@ def training_data(space: SearchSpace, complete: Sequence[TrialRecord],
     feasible = np.array([all(c.satisfied(v) for c, v in zip(constraints, y[M:])) for y in Y],
                         dtype=bool)
     base = Y[feasible, :M] if feasible.any() else Y[:, :M]
-    inferred = pareto.infer_reference_point(base)
+    inferred = pareto.infer_reference_point(base, front_only=ref_point_rule == "front")
     ref = [t if t is not None else float(v) for t, v in zip(thr, inferred)]
     return TrainingData(U, Y, Yvar, names, noisy, ref, [t is None for t in thr])

@@ -80,7 +80,8 @@ def model_based(sampler: QLogNEHVISampler, space: SearchSpace, records: Sequence
     from ecopt.samplers._optimize import Settings, optimize
 
     enc = encoding(space)
-    data = training_data(space, complete, sampler.objectives, sampler.constraints)
+    data = training_data(space, complete, sampler.objectives, sampler.constraints,
+                         sampler.ref_point_rule)
     M = len(sampler.objectives)
     infeasible = [r for r in records if r.state is TrialState.INFEASIBLE]
     kind = "mixed" if enc.cat else "single"

@@ -140,7 +140,8 @@ def improvement_bound(sampler: QLogNEHVISampler, space: SearchSpace,
     from ecopt.samplers._proposal import one_thread
 
     complete = [r for r in records if r.state is TrialState.COMPLETE]
-    data = training_data(space, complete, sampler.objectives, sampler.constraints)
+    data = training_data(space, complete, sampler.objectives, sampler.constraints,
+                         sampler.ref_point_rule)
     M = len(sampler.objectives)
     enc = encoding(space)
     n = int(data.U.shape[0])

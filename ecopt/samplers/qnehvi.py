@@ -106,6 +106,20 @@ class QLogNEHVISampler(Sampler):
             BoTorch's default since, whose long lengthscales made near-linear
             models that sent DTLZ2 proposals to the cube's corners for good on 2
             of 20 seeds (docs/benchmarks.md, "Collapses").
+        ref_point_rule: How the reference point is inferred for an objective
+            without a threshold. ``"front"`` (default): the observed Pareto
+            front's nadir minus 10% of the front's range (BoTorch's
+            ``infer_reference_point``). It gives no improvement to a point
+            beyond the current front's extent (more quality for more joules
+            than the most accurate trial so far) and moves inwards whenever
+            that trial is dominated: on the synthetic learning-curve problem of
+            ``benchmarks/pruning.py`` it kept the search among cheap
+            configurations. ``"observed"``: the worst value any feasible trial
+            observed, minus 10% of the observed range (Optuna's ``GPSampler``
+            rule, up to the margin): the whole observed range stays open,
+            and costly extremes get explored earlier (on the Zeus traces more
+            search energy before the front is found). Thresholds, where given,
+            are used as they are and are the surest choice.
         cost_aware: Propose by expected hypervolume improvement per predicted
             joule: a GP on ``log(energy_j)`` of the trials so far predicts each
             point's energy, and the acquisition is divided by it (log space:
@@ -133,7 +147,8 @@ class QLogNEHVISampler(Sampler):
                  allow_repeats: bool = False, dense_posterior: bool = True,
                  sample_around_best: bool = True, alpha: float | None = None,
                  parego_from: int = 4, lengthscale_prior: str = "gamma",
-                 cost_aware: bool = False, cost_exponent: float = 1.0) -> None:
+                 ref_point_rule: str = "front", cost_aware: bool = False,
+                 cost_exponent: float = 1.0) -> None:
         super().__init__(seed)
         for what, v in (("num_restarts", num_restarts), ("raw_samples", raw_samples),
                         ("mc_samples", 1 if mc_samples is None else mc_samples),
@@ -153,6 +168,7 @@ class QLogNEHVISampler(Sampler):
         if not isinstance(cost_aware, bool):
             raise ValueError(f"cost_aware must be True or False, got cost_aware={cost_aware!r}")
         from ecopt.samplers._cost import check_exponent
+        from ecopt.samplers._encoding import REF_POINT_RULES
         from ecopt.samplers._models import LENGTHSCALE_PRIORS
 
         if lengthscale_prior not in LENGTHSCALE_PRIORS:
@@ -165,7 +181,10 @@ class QLogNEHVISampler(Sampler):
         self.allow_repeats, self.dense_posterior = allow_repeats, dense_posterior
         self.sample_around_best, self.alpha, self.parego_from = sample_around_best, alpha, \
             parego_from
-        self.lengthscale_prior = lengthscale_prior
+        if ref_point_rule not in REF_POINT_RULES:
+            raise ValueError(f"ref_point_rule must be one of {list(REF_POINT_RULES)}, "
+                             f"got {ref_point_rule!r}")
+        self.lengthscale_prior, self.ref_point_rule = lengthscale_prior, ref_point_rule
         self.cost_aware, self.cost_exponent = cost_aware, check_exponent(cost_exponent)
         #: Seconds spent in the last model fit and acquisition optimisation (wall clock:
         #: ``fit_s``, ``acqf_s``; this process's CPU time: ``fit_cpu_s``, ``acqf_cpu_s``).
@@ -176,7 +195,7 @@ class QLogNEHVISampler(Sampler):
         keys = ("n_init", "num_restarts", "raw_samples", "mc_samples", "maxiter", "warm_start",
                 "cold_refit_every", "warm_ftol", "cold_ftol", "allow_repeats",
                 "dense_posterior", "sample_around_best", "alpha", "parego_from",
-                "lengthscale_prior", "cost_aware", "cost_exponent")
+                "lengthscale_prior", "ref_point_rule", "cost_aware", "cost_exponent")
         return {**super().describe(), **{k: getattr(self, k) for k in keys}}
 
     def _sobol(self, space: SearchSpace, start: int, n: int, why: str,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 import ecopt
@@ -216,3 +218,43 @@ def test_sample_around_best_reaches_the_acquisition_optimiser(monkeypatch, aroun
         assert calls and calls[0] == (64, 2)
     else:
         assert calls == []
+
+
+def _confined(t):
+    # Quality rises with the cost x only near y = 0.5.
+    return {"acc": t["x"] ** 0.5 * math.exp(-(t["y"] - 0.5) ** 2 / 0.02), "energy_j": t["x"]}
+
+
+@pytest.mark.parametrize("rule", ["observed", "front"])
+def test_inferred_reference_point_rules(rule):
+    # The trials so far: a front of cheap points (x <= 0.2), costly dominated ones (x >= 0.6).
+    space = ecopt.SearchSpace({"x": ecopt.Float(0, 1), "y": ecopt.Float(0, 1)})
+    objs = [ecopt.Objective("acc", "max"), ecopt.Objective("energy_j", "min")]
+    s = ecopt.Study(space, objs, sampler=QLogNEHVISampler(n_init=8, ref_point_rule=rule, **FAST),
+                    meter="wallclock", seed=0)
+    for x, y in ((0.02, 0.5), (0.05, 0.5), (0.1, 0.5), (0.15, 0.5), (0.2, 0.5), (0.9, 0.0),
+                 (0.6, 0.9), (0.8, 0.1)):
+        t = s.ask(params={"x": x, "y": y})
+        s.tell(t, _confined(t.params))
+    acc = [r.values["acc"] for r in s.records]
+    energy = [r.values["energy_j"] for r in s.records]
+    s.optimize(_confined, n_trials=4)
+    bo = s.records[8:]
+    assert [r.proposed_by for r in bo] == ["qlognehvi"] * 4
+    ref = bo[0].proposal["ref_point"]
+    assert bo[0].proposal["ref_point_inferred"] == [True, True]
+    front_ref = 0.2 + 0.1 * 0.18  # the front's nadir (x = 0.2) + 10% of its range (0.02..0.2)
+    if rule == "observed":  # the worst observed values minus 10% of the observed range
+        assert ref == pytest.approx([min(acc) - 0.1 * (max(acc) - min(acc)),
+                                     max(energy) + 0.1 * (max(energy) - min(energy))])
+        # Beyond the front's costliest point there is hypervolume to gain (more quality
+        # for more joules), and the search goes there.
+        assert max(r.params["x"] for r in bo) > front_ref, [r.params for r in bo]
+    else:  # no proposal is costlier than the front-based reference point allows
+        assert ref[1] == pytest.approx(front_ref)
+        assert max(r.params["x"] for r in bo) <= front_ref + 1e-9, [r.params for r in bo]
+
+
+def test_unknown_reference_point_rule_is_rejected():
+    with pytest.raises(ValueError, match="ref_point_rule must be one of"):
+        QLogNEHVISampler(ref_point_rule="nadir")
