@@ -8,7 +8,11 @@ Usage (from the repository root)::
     python -m benchmarks.pruning --report-only --out runs/pruning --record   # docs/results/pruning/<date>
 
 Problems: :mod:`benchmarks.curves` (a synthetic learning-curve problem and the
-Zeus traces replayed epoch by epoch with their measured V100 energy).
+Zeus traces replayed epoch by epoch with their measured V100 energy) and
+:mod:`benchmarks.nas_curves` (``nas``: CNNs trained live on digits, energy
+ESTIMATED from CPU time; ``--nas-epochs``, ``--nas-n-init``)::
+
+    python -m benchmarks.pruning --problems nas --seeds 5   # 24 trials, 8 epochs
 
 Methods:
     ``ecopt``            qLogNEHVI, no pruning
@@ -77,6 +81,7 @@ if __package__ in (None, ""):  # ``python benchmarks/pruning.py``
 
 import numpy as np
 
+from benchmarks import nas_curves
 from benchmarks.curves import (
     CURVE_PROBLEMS,
     ZEUS_WORKLOADS,
@@ -84,6 +89,7 @@ from benchmarks.curves import (
     make_curve_problem,
 )
 from benchmarks.mobo import _load_runs, _optuna_distributions, initial_design
+from benchmarks.nas_curves import NAS_PROBLEMS
 
 __all__ = ["METHODS", "run_one", "summarise", "main"]
 
@@ -108,6 +114,19 @@ METHODS: dict[str, str] = {
     "ecopt-budget-dominance": "ecopt qLogNEHVI + DominancePruner(), "
                               "optimize(energy_budget_j=ENERGY_BUDGET_J)",
 }
+#: What the record of a NAS run says about it (see :mod:`benchmarks.nas_curves`).
+NAS_NOTE = (
+    "nas: live training of CNNs on scikit-learn digits (1x8x8 images; digits, NOT CIFAR-10) on "
+    "this CPU; every joule is ESTIMATED by the 'estimate' meter (CPU time x 10 W per core + "
+    "resident memory x 0.375 W/GB), trials and proposals alike, so samples/J ranks models by "
+    "the CPU time they burn. No true front: the HV target is 95% of the hypervolume of the "
+    "union front of the complete trials of every method and seed in this run, against one "
+    "reference point below it (BoTorch's rule, floored at 0); values are the trials' final "
+    "observed accuracy and inference samples/J (noisy: timing on a shared machine). Table "
+    "with_proposals adds the proposals' own estimated joules to the search energy. "
+    "optuna-hyperband minimises the mean of 1 - accuracy and -log(samples/J), each scaled by "
+    "its range over the seed's complete initial-design trials (which run unpruned to set the "
+    "scale, then are reported to Hyperband's rungs).")
 #: Methods that end a study with the stopping rule (compared with the same seed's ``ecopt``).
 STOPPING = ("ecopt-stop",)
 #: Methods that run under an energy budget (table ``budget``, not ``pruning``).
@@ -192,27 +211,23 @@ class _Replay:
         return {q: float(curve[-1]), e: epj * self.problem.max_step}
 
 
-def _run_ecopt(problem: CurveProblem, method: str, seed: int, budget: int) -> dict[str, Any]:
+def ecopt_sampler_and_pruner(method: str, seed: int, n_init: int) -> tuple[Any, str | None]:
+    """The sampler and pruner (by name) of an ``ecopt*`` method."""
     import ecopt
     from ecopt.samplers import QLogNEHVISampler, RandomSampler
 
     pruner = ("hyperband" if method.endswith("-hyperband") else
               "dominance" if method.endswith("-dominance") else None)
-    budget_j = None
-    if method in BUDGETED:
-        if problem.name not in ENERGY_BUDGET_J:
-            raise ValueError(f"{method} needs an energy budget for {problem.name!r}; "
-                             f"ENERGY_BUDGET_J has {sorted(ENERGY_BUDGET_J)}")
-        budget_j = ENERGY_BUDGET_J[problem.name]
     sampler: ecopt.samplers.Sampler = (
-        RandomSampler(seed=seed, n_sobol=problem.n_init) if method.startswith("ecopt-random")
-        else QLogNEHVISampler(seed=seed, n_init=problem.n_init,
+        RandomSampler(seed=seed, n_sobol=n_init) if method.startswith("ecopt-random")
+        else QLogNEHVISampler(seed=seed, n_init=n_init,
                               cost_aware=method.startswith("ecopt-cost"),
                               ref_point_rule="observed" if method == "ecopt-obsref" else "front"))
-    meter = (_replay_meter() if method.startswith("ecopt-cost") or method in BUDGETED
-             else None)
-    study = ecopt.Study(problem.space, problem.objectives, storage=None,
-                        meter=meter or "estimate", sampler=sampler, pruner=pruner, seed=seed)
+    return sampler, pruner
+
+
+def time_decisions(study: Any) -> list[float]:
+    """Wrap the study's pruner so each decision's CPU seconds are appended to the returned list."""
     decide_s: list[float] = []
     if study.pruner is not None:
         inner = study.pruner.decide
@@ -223,11 +238,29 @@ def _run_ecopt(problem: CurveProblem, method: str, seed: int, budget: int) -> di
             decide_s.append(time.process_time() - t0)
             return d
 
-        study.pruner.decide = timed  # type: ignore[method-assign]
+        study.pruner.decide = timed
+    return decide_s
+
+
+def _run_ecopt(problem: CurveProblem, method: str, seed: int, budget: int) -> dict[str, Any]:
+    import ecopt
+
+    sampler, pruner = ecopt_sampler_and_pruner(method, seed, problem.n_init)
+    budget_j = None
+    if method in BUDGETED:
+        if problem.name not in ENERGY_BUDGET_J:
+            raise ValueError(f"{method} needs an energy budget for {problem.name!r}; "
+                             f"ENERGY_BUDGET_J has {sorted(ENERGY_BUDGET_J)}")
+        budget_j = ENERGY_BUDGET_J[problem.name]
+    meter = (_replay_meter() if method.startswith("ecopt-cost") or method in BUDGETED
+             else None)
+    study = ecopt.Study(problem.space, problem.objectives, storage=None,
+                        meter=meter or "estimate", sampler=sampler, pruner=pruner, seed=seed)
+    decide_s = time_decisions(study)
     replay = _Replay(problem, seed, meter)
     recs = study.optimize(replay, n_trials=budget, show_progress=False,
                           stop_when_converged=method in STOPPING, energy_budget_j=budget_j)
-    trials = []
+    trials: list[dict[str, Any]] = []
     for r in sorted(recs, key=lambda r: r.number):
         search = r.proposal.get("search", {})
         trials.append({"params": dict(r.params), "state": r.state.value,
@@ -575,10 +608,12 @@ def markdown_table(t: dict[str, Any]) -> str:
 
 
 def record(summary: dict[str, Any], runs: Sequence[dict[str, Any]], dest: Path,
-           command: str, notes: Sequence[str] = ()) -> Path:
+           command: str, notes: Sequence[str] = (), facts: dict[str, Any] | None = None,
+           extra_tables: dict[str, dict[str, Any]] | None = None) -> Path:
     """Write the recorded run (``summary.json``, ``summary.md``) through :mod:`ecopt.report.recorded`.
 
-    Four tables (ids ``pruning``, ``decide_speed``, ``stopping``, ``budget``), so
+    Four tables (ids ``pruning``, ``decide_speed``, ``stopping``, ``budget``) and any
+    ``extra_tables`` (the NAS problem's ``with_proposals``), so
     ``python -m docs.tables`` can copy them into doc pages.
     """
     from ecopt.report import recorded
@@ -589,10 +624,14 @@ def record(summary: dict[str, Any], runs: Sequence[dict[str, Any]], dest: Path,
             "synthetic: simulated joules (a model, not a measurement)" if "synthetic" in probs
             else "",
             "zeus-*: NVIDIA V100 energy per epoch measured by Zeus (summary_power_v100.csv), "
-            "replayed" if any(p.startswith("zeus-") for p in probs) else "") if p),
+            "replayed" if any(p.startswith("zeus-") for p in probs) else "",
+            "nas: ESTIMATED joules of live CNN training on this CPU (meter 'estimate': CPU time "
+            "x 10 W per core + resident memory x 0.375 W/GB; no RAPL, no GPU)"
+            if "nas" in probs else "") if p),
         "measured": bool(probs) and all(p.startswith("zeus-") for p in probs),
-        "note": "trial energy is the trace's measured GPU joules (Zeus) or simulated units "
-                "(synthetic); the proposals' own energy in ecopt studies is an estimate on this "
+        "note": "trial energy is the trace's measured GPU joules (Zeus), simulated units "
+                "(synthetic) or an estimate from CPU time (nas: every phase of every trial, "
+                "pruned ones up to their stop); the proposals' own energy in ecopt studies is an estimate on this "
                 "CPU (meter 'estimate', no RAPL) and is reported apart",
     }
     legend = (
@@ -611,12 +650,18 @@ def record(summary: dict[str, Any], runs: Sequence[dict[str, Any]], dest: Path,
         "budget (what the study counted: its trials' replayed joules plus its proposals' "
         "estimate) and against the same seed's full-budget `ecopt` run; p = one-sided "
         "Mann-Whitney U that its final hypervolume is higher than ecopt-budget's.")
-    tabs = {k: recorded.Table(t["columns"], t["rows"]) for k, t in tables(summary).items()}
+    if "nas" in probs:
+        notes = [*notes, NAS_NOTE]
+    tabs = {k: recorded.Table(t["columns"], t["rows"])
+            for k, t in {**tables(summary), **(extra_tables or {})}.items()}
     facts = {"target_fraction_of_max_hv": TARGET, "methods": METHODS,
              "energy_by_problem": {p: {"measured": p.startswith("zeus-"),
                                        "source": "Zeus V100 measurement, replayed"
-                                       if p.startswith("zeus-") else "simulated units"}
+                                       if p.startswith("zeus-") else
+                                       "ESTIMATED from CPU time (meter 'estimate')"
+                                       if p == "nas" else "simulated units"}
                                    for p in sorted(probs)},
+             **(facts or {}),
              "problems": {p: {k: v for k, v in s.items() if k != "rows"}
                           for p, s in summary.items()},
              "per_method": {p: {m: {k: v for k, v in r.items() if k not in ("energy_to_95_j",)}
@@ -649,16 +694,31 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--note", action="append", default=[],
                     help="a caveat the recorded run keeps (repeatable)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads")
+    nas = ap.add_argument_group("nas (live CNN training on digits, estimated energy)")
+    nas.add_argument("--nas-epochs", type=int, default=None, help="epochs per trial (8; 3 quick)")
+    nas.add_argument("--nas-n-init", type=int, default=None,
+                     help="shared Sobol initial design (8; 4 quick)")
+    nas.add_argument("--nas-inference-passes", type=int, default=20,
+                     help="passes over the test set in the inference phase")
     return ap
+
+
+def _nas_problem(args: argparse.Namespace) -> nas_curves.NasProblem:
+    quick = bool(args.quick)
+    return nas_curves.NasProblem(
+        epochs=args.nas_epochs or (3 if quick else 8),
+        n_init=args.nas_n_init or (4 if quick else 8),
+        budget=8 if quick else 24, inference_passes=args.nas_inference_passes)
 
 
 def _problem_names(spec: str) -> list[str]:
     names: list[str] = []
     for p in (x.strip() for x in spec.split(",") if x.strip()):
         names += [f"zeus-{d}" for d in ZEUS_WORKLOADS] if p == "zeus" else [p]
-    bad = [p for p in names if p not in CURVE_PROBLEMS]
+    bad = [p for p in names if p not in CURVE_PROBLEMS + NAS_PROBLEMS]
     if bad:
-        raise SystemExit(f"unknown problem(s) {bad}; expected some of {list(CURVE_PROBLEMS)}")
+        raise SystemExit(f"unknown problem(s) {bad}; expected some of "
+                         f"{list(CURVE_PROBLEMS + NAS_PROBLEMS)}")
     return names
 
 
@@ -679,40 +739,58 @@ def main(argv: Sequence[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
         runs_file = out / f"runs-{args.tag}.jsonl"
         for name in names:
-            problem = make_curve_problem(name, args.zeus_dir)
-            budget = args.budget or (15 if args.quick else problem.budget)
+            problem = (_nas_problem(args) if name in NAS_PROBLEMS
+                       else make_curve_problem(name, args.zeus_dir))
+            budget = args.budget or (problem.budget if isinstance(problem, nas_curves.NasProblem)
+                                     else 15 if args.quick else problem.budget)
             for seed in range(args.seed_offset, args.seed_offset + seeds):
                 for m in methods:
                     key = (problem.name, m, seed, budget)
                     if any((r["problem"], r["method"], r["seed"], r["budget"]) == key
                            for r in _load_runs(out)):
                         continue
-                    r = run_one(problem, m, seed, budget)
+                    r = (nas_curves.run_one(problem, m, seed, budget)
+                         if isinstance(problem, nas_curves.NasProblem)
+                         else run_one(problem, m, seed, budget))
                     with runs_file.open("a") as fh:
                         fh.write(json.dumps(r) + "\n")
-                    e = energy_to(r, TARGET)
-                    print(f"{problem.name:20s} {m:17s} seed {seed:2d}: HV {r['hv'][-1] / r['max_hv']:.3f}"
-                          f" of max, to 95%: {_fmt_j(e)}, epochs {r['epochs'][-1]}, pruned "
+                    hv = ("scored at the end" if math.isnan(r["max_hv"]) else
+                          f"HV {r['hv'][-1] / r['max_hv']:.3f} of max, to 95%: "
+                          f"{_fmt_j(energy_to(r, TARGET))}")
+                    print(f"{problem.name:20s} {m:17s} seed {seed:2d}: {hv}, search energy "
+                          f"{_fmt_j(r['energy_j'][-1])}, epochs {r['epochs'][-1]}, pruned "
                           f"{r['states'].count('pruned')} ({r['cpu_s']:.0f} CPU s)", flush=True)
     runs = [r for r in _load_runs(out) if r["problem"] in names and r["method"] in methods]
     if not runs:
         print("no runs to report")
         return 1
+    nas_score = nas_curves.score(runs)  # the NAS runs' HV against their union front
     summary = summarise(runs)
     print(markdown_table(tables(summary)["pruning"]))
     print()
     print(markdown_table(tables(summary)["decide_speed"]))
-    for extra in ("stopping", "budget"):
-        if tables(summary)[extra]["rows"]:
+    for name in ("stopping", "budget"):
+        if tables(summary)[name]["rows"]:
             print()
-            print(markdown_table(tables(summary)[extra]))
+            print(markdown_table(tables(summary)[name]))
+    extra = {"with_proposals": nas_curves.with_proposals_table(runs)} if nas_score else {}
+    for t in extra.values():
+        print()
+        print(markdown_table(t))
     if args.record is not None:
         from ecopt.report import recorded
 
         args_in = sys.argv[1:] if argv is None else list(argv)
         cmd = "python -m benchmarks.pruning " + shlex.join(args_in)
+        facts = {"nas": {**nas_score, **_nas_problem(args).info(),
+                         "hypervolume": "no true front: the reference point sits below the "
+                         "union front of the complete trials of every method and seed reported "
+                         "(BoTorch's rule), max_hv is that union front's hypervolume, each run "
+                         "scores its own complete trials' final observed values against it",
+                         "optuna_hyperband_scalarisation": nas_curves.scalariser.__doc__}} \
+            if nas_score else {}
         where = record(summary, runs, recorded.results_dir("pruning", tag=args.record or None),
-                       cmd, args.note)
+                       cmd, args.note, facts, extra)
         print(f"recorded in {where}")
     return 0
 
