@@ -45,8 +45,16 @@ import numpy as np
 import ecopt
 from ecopt import pareto
 
-__all__ = ["NAS_PROBLEMS", "NasProblem", "run_one", "scalariser", "score", "trial_row",
-           "with_proposals_table"]
+__all__ = [
+    "LOW_TARGET",
+    "NAS_PROBLEMS",
+    "NasProblem",
+    "run_one",
+    "scalariser",
+    "score",
+    "trial_row",
+    "with_proposals_table",
+]
 
 NAS_PROBLEMS = ("nas",)
 _ROOT = Path(__file__).resolve().parent.parent
@@ -361,15 +369,22 @@ def score(runs: list[dict[str, Any]]) -> dict[str, Any]:
             "n_complete": len(Y)}
 
 
-def with_proposals_table(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Table ``with_proposals``: the search energy to 95% HV counting the proposals' joules too.
+#: A second, lower target for the NAS table: no single run is likely to hold 95% of the
+#: union front of every run, so this shows which methods get near it, and for how much.
+LOW_TARGET = 0.8
 
-    Per NAS method: the median over seeds of the trials' estimated joules
-    to 95% of ``max_hv`` (as in table ``pruning``), the same with every
-    proposal's estimated joules added (model fits and acquisition, or Optuna's
-    ``ask``), a one-sided Mann-Whitney p-value that it needs less than
-    ``ecopt`` counting both, and the mean joules of a study's proposals and
-    trials. Call after :func:`score`.
+
+def with_proposals_table(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Table ``with_proposals``: search energy to 95% and 80% of ``max_hv``, proposals counted too.
+
+    Per NAS method (medians over seeds; runs that never reach a target count
+    as infinite energy): how many seeds reach 95% and 80% (:data:`LOW_TARGET`)
+    of ``max_hv``; the trials' estimated joules to 80% (table ``pruning`` has
+    95%); the same with every proposal's estimated joules added (model fits
+    and acquisition, or Optuna's ``ask``); one-sided Mann-Whitney p-values
+    that a method needs less than ``ecopt``, trials only and trials +
+    proposals; and the mean joules of a study's proposals and trials. Call
+    after :func:`score`.
     """
     from benchmarks.pruning import (
         BASELINE,
@@ -385,24 +400,37 @@ def with_proposals_table(runs: list[dict[str, Any]]) -> dict[str, Any]:
         total = np.cumsum([t + (p or 0.0) for t, p in zip(r["trial_j"], r["proposal_j"])])
         return {**r, "energy_j": total.tolist()}
 
+    def med(xs: list[float]) -> str:
+        return _fmt_j(float(np.median(xs))) if xs else "-"
+
     nas = [r for r in runs if r["problem"] in NAS_PROBLEMS]
     rows = []
     for prob in sorted({r["problem"] for r in nas}):
         by_m: dict[str, list[dict[str, Any]]] = {}
         for r in sorted((r for r in nas if r["problem"] == prob), key=lambda r: r["seed"]):
             by_m.setdefault(r["method"], []).append(r)
-        base = [energy_to(both(r), TARGET) for r in by_m.get(BASELINE, [])]
+        base = by_m.get(BASELINE, [])
+        base_t = [energy_to(r, LOW_TARGET) for r in base]
+        base_b = [energy_to(both(r), LOW_TARGET) for r in base]
         for m in [m for m in METHODS if m in by_m]:
             rs = by_m[m]
-            e_trials = [energy_to(r, TARGET) for r in rs]
-            e_both = [energy_to(both(r), TARGET) for r in rs]
-            rows.append([prob, m, len(rs), _fmt_j(float(np.median(e_trials))),
-                         _fmt_j(float(np.median(e_both))),
-                         "-" if m == BASELINE else _fmt_p(_p_less(e_both, base)),
+            hi = [energy_to(r, TARGET) for r in rs]
+            lo_t = [energy_to(r, LOW_TARGET) for r in rs]
+            lo_b = [energy_to(both(r), LOW_TARGET) for r in rs]
+            same = m == BASELINE
+            rows.append([prob, m, len(rs),
+                         f"{sum(math.isfinite(e) for e in hi)}/{len(rs)}",
+                         f"{sum(math.isfinite(e) for e in lo_t)}/{len(rs)}",
+                         med(lo_t), "-" if same else _fmt_p(_p_less(lo_t, base_t)),
+                         med(lo_b), "-" if same else _fmt_p(_p_less(lo_b, base_b)),
                          _fmt_j(float(np.mean([sum(p or 0.0 for p in r["proposal_j"])
                                                for r in rs]))),
                          _fmt_j(float(np.mean([sum(r["trial_j"]) for r in rs])))])
-    return {"columns": ["problem", "method", "seeds", "median trial energy to 95% HV",
-                        "median trial + proposal energy to 95% HV", "p (less, both)",
+    pct = f"{LOW_TARGET:.0%}"
+    return {"columns": ["problem", "method", "seeds", f"reached {TARGET:.0%} HV",
+                        f"reached {pct} HV", f"median trial energy to {pct} HV",
+                        f"p (less, trials, {pct})",
+                        f"median trial + proposal energy to {pct} HV",
+                        f"p (less, trials + proposals, {pct})",
                         "proposals per study (mean)", "trials per study (mean)"],
             "rows": rows}
