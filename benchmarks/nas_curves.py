@@ -230,28 +230,15 @@ class _OptunaBridge(ecopt.pruners.Pruner):
 
 
 def _run_optuna(problem: NasProblem, method: str, seed: int, budget: int) -> dict[str, Any]:
-    import optuna
-    from optuna.samplers import GPSampler, TPESampler
     from optuna.trial import TrialState
 
     from benchmarks.mobo import _optuna_distributions, initial_design
+    from benchmarks.pruning import optuna_study
     from ecopt._search import meter_proposal
 
-    optuna.logging.set_verbosity(optuna.logging.ERROR)
     single = method == "optuna-hyperband"
-    if method == "optuna-gp":
-        sampler: Any = GPSampler(seed=seed, n_startup_trials=problem.n_init)
-    else:
-        sampler = TPESampler(seed=seed, multivariate=True, n_startup_trials=problem.n_init)
-    if single:
-        # A fixed name: Optuna's Hyperband picks each trial's bracket from a hash of it.
-        study = optuna.create_study(direction="minimize", sampler=sampler,
-                                    study_name=f"pruning-{problem.name}-{seed}",
-                                    pruner=optuna.pruners.HyperbandPruner(
-                                        min_resource=1, max_resource=problem.epochs,
-                                        reduction_factor=3))
-    else:
-        study = optuna.create_study(directions=["maximize", "maximize"], sampler=sampler)
+    study = optuna_study(problem.name, method, seed, problem.n_init, problem.epochs,
+                         problem.directions)
     searched = problem.space.searched_names
     for params in initial_design(problem, seed):  # type: ignore[arg-type]
         study.enqueue_trial({n: params[n] for n in searched})

@@ -307,28 +307,43 @@ def _true_table(problem: CurveProblem) -> np.ndarray:
     return np.array(out)
 
 
-def _run_optuna(problem: CurveProblem, method: str, seed: int, budget: int) -> dict[str, Any]:
+def optuna_study(problem_name: str, method: str, seed: int, n_init: int, max_step: int,
+                 directions: Sequence[str]) -> Any:
+    """The Optuna study of an ``optuna-*`` method.
+
+    ``optuna-gp``: ``GPSampler``; otherwise ``TPESampler(multivariate=True)``,
+    both with ``n_init`` startup trials. ``optuna-hyperband`` is single-objective
+    (a scalarised value, minimised) with ``HyperbandPruner(1, max_step, 3)``; the
+    others have one direction per objective.
+    """
     import optuna
     from optuna.samplers import GPSampler, TPESampler
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)
-    n_init = problem.n_init
-    single = method == "optuna-hyperband"
     if method == "optuna-gp":
         sampler: Any = GPSampler(seed=seed, n_startup_trials=n_init)
     else:
         sampler = TPESampler(seed=seed, multivariate=True, n_startup_trials=n_init)
-    if single:
+    if method == "optuna-hyperband":
         # A fixed name: Optuna's Hyperband picks each trial's bracket from a hash of it.
-        study = optuna.create_study(direction="minimize", sampler=sampler,
-                                    study_name=f"pruning-{problem.name}-{seed}",
-                                    pruner=optuna.pruners.HyperbandPruner(
-                                        min_resource=1, max_resource=problem.max_step,
-                                        reduction_factor=3))
+        return optuna.create_study(direction="minimize", sampler=sampler,
+                                   study_name=f"pruning-{problem_name}-{seed}",
+                                   pruner=optuna.pruners.HyperbandPruner(
+                                       min_resource=1, max_resource=max_step,
+                                       reduction_factor=3))
+    dirs: list[Any] = ["maximize" if d == "max" else "minimize" for d in directions]
+    return optuna.create_study(directions=dirs, sampler=sampler)
+
+
+def _run_optuna(problem: CurveProblem, method: str, seed: int, budget: int) -> dict[str, Any]:
+    import optuna
+
+    n_init = problem.n_init
+    single = method == "optuna-hyperband"
+    study = optuna_study(problem.name, method, seed, n_init, problem.max_step,
+                         problem.directions)
+    if single:
         scal = _scalariser(problem)
-    else:
-        dirs = ["maximize" if d == "max" else "minimize" for d in problem.directions]
-        study = optuna.create_study(directions=dirs, sampler=sampler)
     for params in initial_design(problem, seed):
         study.enqueue_trial(params)
     dists = _optuna_distributions(problem)
