@@ -46,7 +46,7 @@ import ecopt
 from ecopt import pareto
 
 __all__ = [
-    "LOW_TARGET",
+    "BASELINE_FRACTION",
     "NAS_PROBLEMS",
     "NasProblem",
     "run_one",
@@ -356,22 +356,25 @@ def score(runs: list[dict[str, Any]]) -> dict[str, Any]:
             "n_complete": len(Y)}
 
 
-#: A second, lower target for the NAS table: no single run is likely to hold 95% of the
-#: union front of every run, so this shows which methods get near it, and for how much.
-LOW_TARGET = 0.8
+#: The NAS table's second target, relative to the baseline: this fraction of the median
+#: final hypervolume of the ``ecopt`` runs (no pruning, full budget). No single run holds
+#: 95% of the union front of every run (nor, in the recorded run, 80% of it), so this
+#: target says which method reaches what plain ecopt ends with, and for how many joules.
+BASELINE_FRACTION = 0.95
 
 
 def with_proposals_table(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Table ``with_proposals``: search energy to 95% and 80% of ``max_hv``, proposals counted too.
+    """Table ``with_proposals``: search energy to the baseline's final HV, proposals counted too.
 
     Per NAS method (medians over seeds; runs that never reach a target count
-    as infinite energy): how many seeds reach 95% and 80% (:data:`LOW_TARGET`)
-    of ``max_hv``; the trials' estimated joules to 80% (table ``pruning`` has
-    95%); the same with every proposal's estimated joules added (model fits
-    and acquisition, or Optuna's ``ask``); one-sided Mann-Whitney p-values
-    that a method needs less than ``ecopt``, trials only and trials +
-    proposals; and the mean joules of a study's proposals and trials. Call
-    after :func:`score`.
+    as infinite energy): how many seeds reach 95% of ``max_hv`` (the union
+    front, as table ``pruning``) and how many reach :data:`BASELINE_FRACTION`
+    of the median final hypervolume of the ``ecopt`` runs; the trials'
+    estimated joules to the latter; the same with every proposal's estimated
+    joules added (model fits and acquisition, or Optuna's ``ask``); one-sided
+    Mann-Whitney p-values that a method needs less than ``ecopt``, trials only
+    and trials + proposals; and the mean joules of a study's proposals and
+    trials. Call after :func:`score`.
     """
     from benchmarks.pruning import (
         BASELINE,
@@ -397,13 +400,17 @@ def with_proposals_table(runs: list[dict[str, Any]]) -> dict[str, Any]:
         for r in sorted((r for r in nas if r["problem"] == prob), key=lambda r: r["seed"]):
             by_m.setdefault(r["method"], []).append(r)
         base = by_m.get(BASELINE, [])
-        base_t = [energy_to(r, LOW_TARGET) for r in base]
-        base_b = [energy_to(both(r), LOW_TARGET) for r in base]
+        if not base:
+            continue
+        # energy_to takes a fraction of max_hv: the baseline's target as one.
+        goal = BASELINE_FRACTION * float(np.median([r["hv"][-1] for r in base])) / base[0]["max_hv"]
+        base_t = [energy_to(r, goal) for r in base]
+        base_b = [energy_to(both(r), goal) for r in base]
         for m in [m for m in METHODS if m in by_m]:
             rs = by_m[m]
             hi = [energy_to(r, TARGET) for r in rs]
-            lo_t = [energy_to(r, LOW_TARGET) for r in rs]
-            lo_b = [energy_to(both(r), LOW_TARGET) for r in rs]
+            lo_t = [energy_to(r, goal) for r in rs]
+            lo_b = [energy_to(both(r), goal) for r in rs]
             same = m == BASELINE
             rows.append([prob, m, len(rs),
                          f"{sum(math.isfinite(e) for e in hi)}/{len(rs)}",
@@ -413,11 +420,10 @@ def with_proposals_table(runs: list[dict[str, Any]]) -> dict[str, Any]:
                          _fmt_j(float(np.mean([sum(p or 0.0 for p in r["proposal_j"])
                                                for r in rs]))),
                          _fmt_j(float(np.mean([sum(r["trial_j"]) for r in rs])))])
-    pct = f"{LOW_TARGET:.0%}"
+    goal_name = f"{BASELINE_FRACTION:.0%} of ecopt's median final HV"
     return {"columns": ["problem", "method", "seeds", f"reached {TARGET:.0%} HV",
-                        f"reached {pct} HV", f"median trial energy to {pct} HV",
-                        f"p (less, trials, {pct})",
-                        f"median trial + proposal energy to {pct} HV",
-                        f"p (less, trials + proposals, {pct})",
+                        f"reached {goal_name}", "median trial energy to it",
+                        "p (less, trials)", "median trial + proposal energy to it",
+                        "p (less, trials + proposals)",
                         "proposals per study (mean)", "trials per study (mean)"],
             "rows": rows}
