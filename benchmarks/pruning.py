@@ -123,7 +123,8 @@ NAS_NOTE = (
     "union front of the complete trials of every method and seed in this run, against one "
     "reference point below it (BoTorch's rule, floored at 0); values are the trials' final "
     "observed accuracy and inference samples/J (noisy: timing on a shared machine). Table "
-    "with_proposals adds the proposals' own estimated joules to the search energy. "
+    "with_proposals adds a second target, 95% of the median final hypervolume of the ecopt "
+    "runs, and the search energy with the proposals' own estimated joules added. "
     "optuna-hyperband minimises the mean of 1 - accuracy and -log(samples/J), each scaled by "
     "its range over the seed's complete initial-design trials (which run unpruned to set the "
     "scale, then are reported to Hyperband's rungs).")
@@ -646,8 +647,8 @@ def record(summary: dict[str, Any], runs: Sequence[dict[str, Any]], dest: Path,
         "measured": bool(probs) and all(p.startswith("zeus-") for p in probs),
         "note": "trial energy is the trace's measured GPU joules (Zeus), simulated units "
                 "(synthetic) or an estimate from CPU time (nas: every phase of every trial, "
-                "pruned ones up to their stop); the proposals' own energy in ecopt studies is an estimate on this "
-                "CPU (meter 'estimate', no RAPL) and is reported apart",
+                "pruned ones up to their stop); the proposals' own energy in ecopt studies is "
+                "an estimate on this CPU (meter 'estimate', no RAPL) and is reported apart",
     }
     legend = (
         f"pruning: target {TARGET:.0%} of the true front's hypervolume; search energy = joules "
