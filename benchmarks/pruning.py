@@ -91,7 +91,8 @@ from benchmarks.curves import (
 from benchmarks.mobo import _load_runs, _optuna_distributions, initial_design
 from benchmarks.nas_curves import NAS_PROBLEMS
 
-__all__ = ["METHODS", "run_one", "summarise", "main"]
+__all__ = ["METHODS", "ecopt_sampler_and_pruner", "main", "optuna_study", "run_one", "summarise",
+           "time_decisions"]
 
 BASELINE = "ecopt"
 TARGET = 0.95
