@@ -46,7 +46,7 @@ import numpy as np
 import ecopt
 from ecopt import pareto
 
-__all__ = ["CurveProblem", "synthetic", "zeus_curves", "ZEUS_WORKLOADS", "make_curve_problem",
+__all__ = ["CurveProblem", "ObjectiveNames", "synthetic", "zeus_curves", "ZEUS_WORKLOADS", "make_curve_problem",
            "CURVE_PROBLEMS"]
 
 #: The Zeus workloads: dataset -> (network, metric name, direction).
@@ -61,8 +61,22 @@ ZEUS_WORKLOADS: dict[str, tuple[str, str, str]] = {
 CURVE_PROBLEMS = ("synthetic", *(f"zeus-{d}" for d in ZEUS_WORKLOADS))
 
 
+class ObjectiveNames:
+    """``directions`` and ``names`` of a problem's ``objectives``."""
+
+    objectives: list[ecopt.Objective]
+
+    @property
+    def directions(self) -> list[str]:
+        return [o.direction for o in self.objectives]
+
+    @property
+    def names(self) -> list[str]:
+        return [o.name for o in self.objectives]
+
+
 @dataclass
-class CurveProblem:
+class CurveProblem(ObjectiveNames):
     """A two-objective problem whose trials train for ``max_step`` epochs.
 
     Attributes:
@@ -91,14 +105,6 @@ class CurveProblem:
     budget: int
     energy: dict[str, Any]
     info: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def directions(self) -> list[str]:
-        return [o.direction for o in self.objectives]
-
-    @property
-    def names(self) -> list[str]:
-        return [o.name for o in self.objectives]
 
     @property
     def n_init(self) -> int:

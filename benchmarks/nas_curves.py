@@ -45,6 +45,8 @@ import numpy as np
 import ecopt
 from ecopt import pareto
 
+from benchmarks.curves import ObjectiveNames
+
 __all__ = [
     "BASELINE_FRACTION",
     "NAS_PROBLEMS",
@@ -71,7 +73,7 @@ def cnn_space(epochs: int) -> ecopt.SearchSpace:
 
 
 @dataclass
-class NasProblem:
+class NasProblem(ObjectiveNames):
     """The CNN architecture search on digits as a two-objective pruning problem.
 
     Attributes:
@@ -107,14 +109,6 @@ class NasProblem:
     @property
     def max_step(self) -> int:
         return self.epochs
-
-    @property
-    def directions(self) -> list[str]:
-        return [o.direction for o in self.objectives]
-
-    @property
-    def names(self) -> list[str]:
-        return [o.name for o in self.objectives]
 
     @property
     def objective(self) -> Any:
