@@ -783,13 +783,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     nas_score = nas_curves.score(runs)  # the NAS runs' HV against their union front
     summary = summarise(runs)
-    print(markdown_table(tables(summary)["pruning"]))
+    tabs = tables(summary)
+    print(markdown_table(tabs["pruning"]))
     print()
-    print(markdown_table(tables(summary)["decide_speed"]))
+    print(markdown_table(tabs["decide_speed"]))
     for name in ("stopping", "budget"):
-        if tables(summary)[name]["rows"]:
+        if tabs[name]["rows"]:
             print()
-            print(markdown_table(tables(summary)[name]))
+            print(markdown_table(tabs[name]))
     extra = {"with_proposals": nas_curves.with_proposals_table(runs)} if nas_score else {}
     for t in extra.values():
         print()

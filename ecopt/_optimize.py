@@ -23,7 +23,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import TYPE_CHECKING, Any
 
 from ecopt._convergence import StoppingRule
-from ecopt._search import EnergyBudget
+from ecopt._search import NOT_STARTED, EnergyBudget
 from ecopt.errors import ExecutorLostError
 from ecopt.executors import Executor
 from ecopt.trial import ErrorInfo, Trial, TrialOutcome, TrialRecord
@@ -216,7 +216,7 @@ class OptimizeLoop:
             fits, each, why = self.budget.admits(
                 self.study._records, self.study.space, t.params,
                 sum(self.predicted_j.values()), len(self.in_flight) + len(ok))
-            if fits and not (ok and each == 0.0):
+            if fits:
                 ok.append(t)
                 self.predicted_j[t.number] = each
                 continue
@@ -224,7 +224,7 @@ class OptimizeLoop:
             self.to_start = 0
             log.info("energy budget: %s; it is not started", why)
             self._finish(t, TrialOutcome(t.number, None, {}, {}, {}, {}, t.started_at, 0.0,
-                                         ErrorInfo("NotStarted", f"not started: {why}", "")))
+                                         ErrorInfo(NOT_STARTED, f"not started: {why}", "")))
         return ok
 
     def _start_batch(self) -> bool:

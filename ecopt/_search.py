@@ -44,9 +44,11 @@ if TYPE_CHECKING:
     from ecopt.trial import TrialRecord
 
 __all__ = ["meter_proposal", "split_search", "search_energy_j", "proposal_energy_j", "EnergyBudget",
-           "PREDICT_QUANTILE", "NEAREST", "add_window", "mark_overlap", "unbilled_windows",
+           "PREDICT_QUANTILE", "NEAREST", "NOT_STARTED", "add_window", "mark_overlap", "unbilled_windows",
            "UNBILLED_KEY"]
 
+#: ``error.type`` of a trial proposed but not started: predicted to overrun the energy budget.
+NOT_STARTED = "NotStarted"
 #: Key of a stopping-rule window no proposal followed, in ``study.json``.
 UNBILLED_KEY = "unbilled_search"
 
@@ -203,7 +205,8 @@ class EnergyBudget:
       nearest to it (:meth:`predict_config_j`: the largest energy among those
       no farther, in the space's unit cube, than twice its
       :data:`NEAREST`-th nearest), or, before :data:`NEAREST` trials
-      completed, as the :data:`PREDICT_QUANTILE` quantile (method
+      completed and for a configuration far from all of them, as the
+      :data:`PREDICT_QUANTILE` quantile (method
       ``"higher"``: with 20 trials or fewer, the largest) of the energies of
       the complete trials (every finished trial with energy when none
       completed). A trial predicted to overrun is not started.
@@ -255,16 +258,14 @@ class EnergyBudget:
         farther from every complete trial than their typical spacing (the median,
         over the distinct configurations, of the distance to the nearest other).
         """
-        from ecopt.trial import TrialState
-
+        pool, what = cls._finished(records)
         rows, energy = [], []
-        for r in records:
-            if r.state is TrialState.COMPLETE and r.phases:
-                try:
-                    rows.append(space.encode(r.params))
-                except (KeyError, ValueError, TypeError):  # a record of another space
-                    continue
-                energy.append(r.energy_j)
+        for r in pool if what == "complete" else ():
+            try:
+                rows.append(space.encode(r.params))
+            except (KeyError, ValueError, TypeError):  # a record of another space
+                continue
+            energy.append(r.energy_j)
         if len(rows) < NEAREST:
             return None
         X = np.asarray(rows)

@@ -25,6 +25,7 @@ import numpy as np
 from ecopt import pareto
 from ecopt._convergence import NOTES_KEY, ConvergenceTracker, StoppingRule, Termination
 from ecopt._search import (
+    NOT_STARTED,
     UNBILLED_KEY,
     add_window,
     mark_overlap,
@@ -755,7 +756,7 @@ class Study:
         self._records.append(record)
         if record.state is not TrialState.COMPLETE:
             assert record.error is not None
-            if record.error.type == "NotStarted":  # optimize() logs why (the energy budget)
+            if record.error.type == NOT_STARTED:  # optimize() logs why (the energy budget)
                 return record
             log.warning("trial %d %s: %s: %s (the study goes on)", record.number,
                         record.state.value, record.error.type, record.error.message)
