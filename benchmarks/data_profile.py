@@ -7,7 +7,7 @@ measured gain as a markdown table. Timing, not energy: no joules are involved.
 
     python benchmarks/data_profile.py [--epochs 3] [--items 160] [--record]
 
-The table is written through :mod:`ecopt.report.recorded` (``<out>/summary.json``
+The table is written through :mod:`docs.recorded` (``<out>/summary.json``
 and ``summary.md``; ``--record`` also into ``docs/results/data_profile/<date>``).
 
 BLAS is held to one thread per process (``OMP_NUM_THREADS=1`` unless set):
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     import torch
 
-    from ecopt.report.recorded import (
+    from docs.recorded import (
         Table,
         command_line,
         git_commit,

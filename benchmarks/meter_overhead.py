@@ -40,7 +40,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ecopt.report import recorded
+from docs import recorded
 
 #: What the table's cells mean (printed under it and kept with the recorded run).
 TABLE_NOTE = (

@@ -342,7 +342,7 @@ def run_one(problem: Problem, method: str, seed: int, budget: int) -> dict[str, 
 def _code_commit() -> str:
     """The commit of the ``ecopt`` that runs (``-dirty`` with uncommitted changes)."""
     import ecopt
-    from ecopt.report.recorded import git_commit
+    from docs.recorded import git_commit
 
     sha, dirty = git_commit(Path(ecopt.__file__))
     return sha + ("-dirty" if dirty else "")
@@ -383,7 +383,7 @@ def _budgets(budget: int, n_init: int) -> list[int]:
 
 def _mean_2se(x: Sequence[float]) -> Any:
     """Mean and mean +- 2 standard errors as a table cell (the mean alone for one value)."""
-    from ecopt.report.recorded import interval
+    from docs.recorded import interval
 
     a = np.asarray(x, dtype=float)
     if a.size == 0:
@@ -461,7 +461,7 @@ def problem_table(s: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
 
 def markdown_table(cols: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """A Markdown table, cells formatted as every recorded run formats them."""
-    from ecopt.report.recorded import Table, render_table
+    from docs.recorded import Table, render_table
 
     return render_table(Table(cols, rows))
 
@@ -548,12 +548,12 @@ def record(directory: Path, command: str, summary: dict[str, Any],
            runs: Sequence[dict[str, Any]], notes: Sequence[str] = ()) -> Path:
     """Write the recorded run (``summary.json``, ``summary.md``) of a summary into ``directory``.
 
-    Through :mod:`ecopt.report.recorded`, one table per problem (ids: problem names),
+    Through :mod:`docs.recorded`, one table per problem (ids: problem names),
     so ``python -m docs.tables`` can copy them into doc pages. The commits each
     method's runs ran at are kept in the facts (``code``): a report rebuilt from runs
     of several checkouts (``--label``) records every one of them.
     """
-    from ecopt.report import recorded
+    from docs import recorded
 
     tables = {prob: recorded.Table(*problem_table(s)) for prob, s in summary.items()}
     ref = next(iter(summary.values())).get("reference", REFERENCE_METHOD) if summary else ""
@@ -699,7 +699,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
     md = report_markdown(summary, cmd, versions())
     if args.record is not None:
-        from ecopt.report.recorded import results_dir
+        from docs.recorded import results_dir
 
         where = record(results_dir("mobo", tag=args.record or None), cmd, summary, runs,
                        args.note)

@@ -332,7 +332,7 @@ def _report(rows: Sequence[dict[str, Any]], cmd: str, out: Path, record_tag: str
     (out / "report.md").write_text(md)
     print(md)
     if record_tag is not None:
-        from ecopt.report import recorded
+        from docs import recorded
 
         labels = sorted({r["label"] for r in rows})
         where = recorded.results_dir("overhead", tag=record_tag or None)

@@ -37,20 +37,71 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import platform
 import statistics
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
+if __package__ in (None, ""):  # ``python benchmarks/parallel.py``: docs.recorded from the root
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
 import ecopt
-from ecopt.executors import _testing as T
-from ecopt.report import recorded
+from docs import recorded
 from ecopt.samplers import QLogNEHVISampler
 
 #: Hypervolume of ZDT1's true front (f2 = 1 - sqrt(f1)) against (1.1, 11): 11 - 1/3 + 1.1.
 ZDT1_MAX_HV = 11.0 - 1.0 / 3.0 + 0.1 * 11.0
+
+
+# The objectives run on the cluster's workers: module-level, so they pickle by reference
+# (``benchmarks.parallel`` when imported, by value from ``__main__`` when run as a script).
+def zdt1(x: float, y: float) -> dict[str, float]:
+    """ZDT1 on two variables (both minimised; the front is ``f2 = 1 - sqrt(f1)`` at ``y = 0``)."""
+    g = 1.0 + 9.0 * y
+    return {"f1": x, "f2": g * (1.0 - math.sqrt(x / g))}
+
+
+class Sleepy:
+    """ZDT1 after a ``work`` phase of ``duration_s`` seconds: a sleep, or with ``busy``
+    this thread's CPU time (fixed compute: slower when trials share too few cores)."""
+
+    def __init__(self, duration_s: float = 0.2, busy: bool = False) -> None:
+        self.duration_s = duration_s
+        self.busy = busy
+
+    def __call__(self, trial: ecopt.Trial) -> dict[str, float]:
+        with trial.phase("work"):
+            if self.busy:
+                end = time.thread_time() + self.duration_s
+                while time.thread_time() < end:
+                    pass
+            else:
+                time.sleep(self.duration_s)
+        return zdt1(float(trial["x"]), float(trial["y"]))
+
+
+class ZDT1Sleep:
+    """ZDT1 on ``x0 .. x{d-1}`` after ``base_s + span_s * x0`` seconds.
+
+    Args:
+        base_s: Shortest trial.
+        span_s: Extra seconds at ``x0 = 1`` (trial length depends on the configuration).
+    """
+
+    def __init__(self, base_s: float = 1.0, span_s: float = 4.0) -> None:
+        self.base_s = base_s
+        self.span_s = span_s
+
+    def __call__(self, trial: ecopt.Trial) -> dict[str, float]:
+        xs = [float(trial.params[k]) for k in sorted(trial.params)]
+        with trial.phase("work"):
+            time.sleep(self.base_s + self.span_s * xs[0])
+        g = 1.0 + 9.0 * sum(xs[1:]) / max(len(xs) - 1, 1)
+        return {"f1": xs[0], "f2": g * (1.0 - math.sqrt(xs[0] / g))}
 
 
 def _space() -> ecopt.SearchSpace:
@@ -75,8 +126,8 @@ def scaling(n_trials: int, duration_s: float) -> list[tuple[str, int, float, flo
     rows = []
     for workers in (1, 2, 4):
         with ecopt.DaskExecutor(n_workers=workers) as ex:
-            for kind, obj in (("sleep", T.Sleepy(duration_s)),
-                              ("cpu", T.Sleepy(duration_s, busy=True))):
+            for kind, obj in (("sleep", Sleepy(duration_s)),
+                              ("cpu", Sleepy(duration_s, busy=True))):
                 wall, _ = _run(ex, obj, n_trials, "random", 1, True, 0)
                 rows.append((kind, workers, wall, n_trials * duration_s / wall))
                 print(f"  scaling {kind:5s} workers={workers}: {wall:.2f} s", file=sys.stderr)
@@ -103,11 +154,11 @@ def _bo_space(dim: int) -> ecopt.SearchSpace:
 def bo(budget_s: float, seeds: int, base_s: float, span_s: float, dim: int) -> list[tuple]:
     configs = [("sequential", 1, 1, True), ("sync q=2", 2, 2, False), ("sync q=4", 4, 4, False),
                ("async, 2 workers", 2, 1, True), ("async, 4 workers", 4, 1, True)]
-    obj = T.ZDT1Sleep(base_s, span_s)
+    obj = ZDT1Sleep(base_s, span_s)
     # Import BoTorch and fit once before timing, so the first schedule does not pay for it.
     warm = ecopt.Study(_bo_space(dim), _objectives(), sampler=QLogNEHVISampler(
         n_init=2, num_restarts=2, raw_samples=16, mc_samples=16), meter="wallclock")
-    warm.optimize(T.ZDT1Sleep(0, 0), n_trials=3, show_progress=False)
+    warm.optimize(ZDT1Sleep(0, 0), n_trials=3, show_progress=False)
     out = []
     for name, workers, q, asyn in configs:
         rows = []
@@ -139,7 +190,7 @@ def proposal_cost(ns: list[int], dim: int) -> list[tuple[int, float, float]]:
     rng = np.random.default_rng(0)
     sampler = QLogNEHVISampler(num_restarts=2, raw_samples=64, mc_samples=64)
     study = ecopt.Study(_bo_space(dim), _objectives(), sampler=sampler, meter="wallclock")
-    obj = T.ZDT1Sleep(0, 0)
+    obj = ZDT1Sleep(0, 0)
     out = []
     for n in [min(ns)] + sorted(ns):  # the first, untimed round imports and warms up BoTorch
         while len(study.records) < n:

@@ -49,7 +49,7 @@ _ROOT = Path(__file__).resolve().parents[1]
 if str(_ROOT) not in sys.path:
     sys.path.append(str(_ROOT))
 
-from ecopt.report.recorded import (  # noqa: E402
+from docs.recorded import (  # noqa: E402
     Table,
     command_line,
     estimated_energy,

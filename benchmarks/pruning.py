@@ -627,13 +627,13 @@ def markdown_table(t: dict[str, Any]) -> str:
 def record(summary: dict[str, Any], runs: Sequence[dict[str, Any]], dest: Path,
            command: str, notes: Sequence[str] = (), facts: dict[str, Any] | None = None,
            extra_tables: dict[str, dict[str, Any]] | None = None) -> Path:
-    """Write the recorded run (``summary.json``, ``summary.md``) through :mod:`ecopt.report.recorded`.
+    """Write the recorded run (``summary.json``, ``summary.md``) through :mod:`docs.recorded`.
 
     Four tables (ids ``pruning``, ``decide_speed``, ``stopping``, ``budget``) and any
     ``extra_tables`` (the NAS problem's ``with_proposals``), so
     ``python -m docs.tables`` can copy them into doc pages.
     """
-    from ecopt.report import recorded
+    from docs import recorded
 
     probs = {r["problem"] for r in runs}
     energy = {
@@ -796,7 +796,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print()
         print(markdown_table(t))
     if args.record is not None:
-        from ecopt.report import recorded
+        from docs import recorded
 
         args_in = sys.argv[1:] if argv is None else list(argv)
         cmd = "python -m benchmarks.pruning " + shlex.join(args_in)

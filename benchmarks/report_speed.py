@@ -20,6 +20,9 @@ import tempfile
 import time
 from pathlib import Path
 
+if __package__ in (None, ""):  # ``python benchmarks/report_speed.py``: docs.recorded from the root
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
 import numpy as np
 
 import ecopt
@@ -90,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     import os
 
-    from ecopt.report.recorded import git_commit
+    from docs.recorded import git_commit
 
     git = git_commit()
     load = os.getloadavg()
@@ -110,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(row)
     columns = ["trials", *(f"{k} {kind} s" for k in COMMANDS for kind in ("wall", "CPU"))]
     if args.record is not None:
-        from ecopt.report import recorded
+        from docs import recorded
 
         out = recorded.results_dir("report_speed", tag=args.record or None)
         recorded.write_run(

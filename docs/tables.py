@@ -3,7 +3,7 @@
 A table in a page under ``docs/`` sits between ``<!-- table: <script-stem>/<date-tag>#<table_id> -->``
 and ``<!-- /table -->``; its rows come from
 ``docs/results/<script-stem>/<date-tag>/summary.json`` (format and rendering rules:
-:mod:`ecopt.report.recorded`).
+:mod:`docs.recorded`).
 
     python -m docs.tables                 # rewrite every block from its recorded run
     python -m docs.tables --check         # write nothing; exit 1 listing every mismatch
@@ -25,7 +25,7 @@ _ROOT = Path(__file__).resolve().parents[1]
 if str(_ROOT) not in sys.path:  # a clean clone without `pip install -e .`
     sys.path.append(str(_ROOT))
 
-from ecopt.report.recorded import (  # noqa: E402
+from docs.recorded import (  # noqa: E402
     adopt_tables,
     check_docs,
     marker_block,

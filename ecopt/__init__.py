@@ -17,8 +17,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ecopt import callbacks as _callbacks
 from ecopt._convergence import StoppingRule, Termination
 from ecopt._version import __version__
+from ecopt.callbacks import OptimizeCallback, StopWhenConverged
 from ecopt.errors import (
     EcoptError,
     ExecutorLostError,
@@ -66,16 +68,31 @@ __all__ = [
     "Intermediate",
     "StoppingRule",
     "Termination",
+    "StopWhenConverged",
+    "OptimizeCallback",
     "pruners",
     "DaskExecutor",
     "pareto",
     "samplers",
     "meters",
     "plot",
+    "registry",
+    "callbacks",
 ]
 
 _LAZY_MODULES = {"pareto", "samplers", "meters", "plot", "executors", "data", "workloads", "report",
-                 "energy", "pruners", "integrations"}
+                 "energy", "pruners", "integrations", "registry"}
+
+
+def _live_front() -> Any:
+    # The package wires its layers: the core asks for the display "live" by name
+    # (optimize(live=True)) and never imports the reports; matplotlib loads on first use.
+    from ecopt.report.live import live_callback
+
+    return live_callback()
+
+
+_callbacks.register_display("live", _live_front)
 
 
 def __getattr__(name: str) -> Any:

@@ -106,7 +106,7 @@ def _number(v: Any) -> bool:
 
 
 def _g(x: float | None) -> str:
-    from ecopt.report.fmt import fmt_number  # one home for number formatting
+    from ecopt.fmt import fmt_number  # one home for number formatting
 
     return "n/a" if x is None else fmt_number(x)
 

@@ -20,35 +20,56 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any, Protocol
 
-from ecopt._convergence import StoppingRule
 from ecopt._search import NOT_STARTED, EnergyBudget
+from ecopt.callbacks import Callback
 from ecopt.errors import ExecutorLostError
 from ecopt.executors import Executor
+from ecopt.space import SearchSpace
 from ecopt.trial import ErrorInfo, Trial, TrialOutcome, TrialRecord
 
-if TYPE_CHECKING:
-    from ecopt.report.progress import Progress
-    from ecopt.study import Study
-
-__all__ = ["OptimizeLoop", "Callback"]
+__all__ = ["OptimizeLoop", "LoopStudy"]
 
 log = logging.getLogger("ecopt")
 
-#: ``callback(study, record)``, called after each trial is saved (Optuna's shape).
-Callback = Callable[["Study", TrialRecord], None]
+
+class LoopStudy(Protocol):
+    """What the loop needs of the study it drives (an :class:`ecopt.Study`).
+
+    A protocol, so that this module never imports the study (the study
+    imports the loop).
+    """
+
+    space: SearchSpace
+    _records: list[TrialRecord]
+    _running: dict[int, Trial]
+    _stop_requested: bool
+    _proposal_energy_j: float
+    _proposal_shares: list[float]
+
+    @property
+    def path(self) -> Path | None: ...
+
+    def ask(self, n: int) -> list[Trial]: ...
+
+    def tell(self, trial: Trial, *, outcome: TrialOutcome) -> TrialRecord: ...
+
+    def _interrupt_running(self, why: str) -> None: ...
 
 
 def _interrupted(t: Trial, why: str) -> TrialOutcome:
     """A running trial stopped from outside: keep what the driver measured of it."""
-    return TrialOutcome(t.number, None, dict(t.phases), dict(t.metrics), dict(t.noise),
-                        dict(t.user_attrs), t.started_at, t.duration_s(),
-                        ErrorInfo("Interrupted", why, ""))
+    return TrialOutcome.of(t, error=ErrorInfo("Interrupted", why, ""))
 
 
 class OptimizeLoop:
     """One call of :meth:`Study.optimize` (see there for the arguments).
+
+    Callbacks are called after each saved trial; those with a
+    ``before_proposal(study)`` hook (:class:`ecopt.callbacks.OptimizeCallback`)
+    are asked before each proposal and may stop the call.
 
     Attributes:
         done: Records of the trials this call ran, in the order they were saved.
@@ -58,18 +79,15 @@ class OptimizeLoop:
             line...).
     """
 
-    def __init__(self, study: Study, objective: Callable[[Trial], Any], n_trials: int | None,
+    def __init__(self, study: LoopStudy, objective: Callable[[Trial], Any], n_trials: int | None,
                  batch_size: int, executor: Executor, timeout_s: float | None,
-                 progress: Progress, asynchronous: bool,
-                 callbacks: Sequence[Callback] = (), *,
-                 energy_budget_j: float | None = None,
-                 stop_when_converged: StoppingRule | None = None) -> None:
+                 asynchronous: bool, callbacks: Sequence[Callback] = (), *,
+                 energy_budget_j: float | None = None) -> None:
         self.study = study
         self.objective = objective
         self.batch_size = batch_size
         self.ex = executor
         self.timeout_s = timeout_s
-        self.progress = progress
         self.asynchronous = asynchronous
         self.callbacks = list(callbacks)
         #: Trials still to start (``None`` in ``n_trials``: until a budget stops the call).
@@ -80,8 +98,6 @@ class OptimizeLoop:
         self.budget = EnergyBudget(energy_budget_j) if energy_budget_j is not None else None
         #: The budget's prediction of each trial in flight, joules, by trial number.
         self.predicted_j: dict[int, float] = {}
-        #: The stopping rule evaluated before each proposal (``None``: off).
-        self.rule = stop_when_converged
         #: Joules of the trials this call ran (every state).
         self.trials_j = 0.0
         self._t0 = time.monotonic()
@@ -103,7 +119,6 @@ class OptimizeLoop:
         rec = self.study.tell(t, outcome=out)
         self.done.append(rec)
         self.trials_j += rec.energy_j
-        self.progress.update(rec)
         for cb in self.callbacks:
             try:
                 cb(self.study, rec)
@@ -123,8 +138,7 @@ class OptimizeLoop:
                 self.in_flight[fut] = t
                 continue
             except Exception as exc:  # the executor could not run it
-                out = TrialOutcome(t.number, None, {}, {}, {}, {}, t.started_at,
-                                   t.duration_s(), ErrorInfo.from_exception(exc))
+                out = TrialOutcome.of(t, error=ErrorInfo.from_exception(exc))
             self._finish(t, out)
         return lost
 
@@ -180,12 +194,19 @@ class OptimizeLoop:
                 self.to_start = 0
                 log.info("energy budget: %s; no more trials start", self.stop_reason)
             return False
-        if self.rule is not None:
-            t = self.study.termination(self.rule)
-            if t.converged:
-                self.stop_reason = t.describe()
+        for cb in self.callbacks:
+            ask = getattr(cb, "before_proposal", None)
+            if ask is None:
+                continue
+            try:
+                why = ask(self.study)
+            except Exception as exc:  # noqa: BLE001 - a callback never stops a study by failing
+                log.warning("callback %r failed before a proposal (the study goes on): %s: %s",
+                            cb, type(exc).__name__, exc, exc_info=True)
+                continue
+            if why:
+                self.stop_reason = str(why)
                 self.to_start = 0
-                log.info("stopping rule: %s; no more trials start", self.stop_reason)
                 return False
         return True
 
@@ -223,8 +244,8 @@ class OptimizeLoop:
             self.stop_reason = self.stop_reason or why
             self.to_start = 0
             log.info("energy budget: %s; it is not started", why)
-            self._finish(t, TrialOutcome(t.number, None, {}, {}, {}, {}, t.started_at, 0.0,
-                                         ErrorInfo(NOT_STARTED, f"not started: {why}", "")))
+            self._finish(t, TrialOutcome.of(t, duration_s=0.0, error=ErrorInfo(
+                NOT_STARTED, f"not started: {why}", "")))
         return ok
 
     def _start_batch(self) -> bool:
@@ -233,8 +254,7 @@ class OptimizeLoop:
         n = self._affordable(min(self.batch_size, self.to_start, free))[0]
         if n < 1:
             return True  # the budget waits for trials in flight (see _may_start)
-        asked = self.study.ask(n)
-        trials = asked if isinstance(asked, list) else [asked]
+        trials = self.study.ask(n)
         if not trials:
             log.warning("the sampler has nothing left to propose; stopping")
             self.stop_reason = "the sampler has nothing left to propose"

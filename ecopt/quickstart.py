@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import ecopt
-from ecopt.report.fmt import fmt_number
-from ecopt.report.frames import phase_source
+from ecopt.fmt import fmt_number
+from ecopt.frames import phase_source
 from ecopt.trial import TrialRecord
 
 __all__ = ["quickstart_space", "quickstart_objectives", "run_quickstart", "cli_main",

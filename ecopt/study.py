@@ -17,6 +17,7 @@ import math
 import shutil
 import warnings
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, overload
 
@@ -24,6 +25,8 @@ import numpy as np
 
 from ecopt import pareto
 from ecopt._convergence import NOTES_KEY, ConvergenceTracker, StoppingRule, Termination
+from ecopt._history import FrontCache, SamplerHistory
+from ecopt._record import create_record, interrupted_record
 from ecopt._search import (
     NOT_STARTED,
     UNBILLED_KEY,
@@ -33,13 +36,21 @@ from ecopt._search import (
     search_energy_j,
     split_search,
 )
+from ecopt._spec import CORE_KEYS, core_spec, differences
 from ecopt._types import Params
 from ecopt._version import __version__
+from ecopt.callbacks import (
+    Callback,
+    ProgressBar,
+    StopWhenConverged,
+    display_callback,
+)
 from ecopt.errors import EcoptError, MissingSpecError, SpecMismatchError, TrialPruned
 from ecopt.executors import Executor, get_executor
 from ecopt.meters import Meter, get_meter
 from ecopt.objective import Constraint, Objective, validate_objectives
 from ecopt.pruners import Pruner, get_pruner
+from ecopt.pruners.base import PruningHook
 from ecopt.samplers import Proposal, Sampler, get_sampler
 from ecopt.space import SearchSpace
 from ecopt.storage import RUNNING_FILE, STUDY_FILE, TRIALS_FILE, StudyStorage
@@ -50,8 +61,7 @@ from ecopt.trial import (
     TrialOutcome,
     TrialRecord,
     TrialState,
-    interrupted_record,
-    with_state,
+    is_out_of_memory,
 )
 
 __all__ = ["Study", "load_study"]
@@ -59,8 +69,6 @@ __all__ = ["Study", "load_study"]
 log = logging.getLogger("ecopt")
 
 ObjectiveFn = Callable[[Trial], Any]
-#: ``callback(study, record)``, called after each trial is saved.
-Callback = Callable[["Study", TrialRecord], None]
 
 
 def _now_iso() -> str:
@@ -84,25 +92,29 @@ class Study:
         name: A label for reports (default: the storage directory's name).
         overwrite: Start afresh in a directory that holds another study; the
             old files are moved to ``replaced-<time>/`` inside it, never deleted.
-        idle_s: Measure idle power for this many seconds before the first
-            trial (recorded in ``study.json`` under ``"idle"``; kept on resume).
-        subtract_idle: Subtract idle power x duration from every phase's
-            energy; raw joules stay in each measurement's ``extras``.
         pruner: Early stopping of trials that report a learning curve
             (:meth:`Trial.report`): ``None`` (default, no pruning), a name
             (``"hyperband"``, ``"dominance"``) or an
             :class:`~ecopt.pruners.Pruner`. See docs/energy-aware-search.md.
-        cost_aware: Cost-aware proposals (expected hypervolume improvement per
-            predicted joule; :class:`~ecopt.samplers.QLogNEHVISampler`):
-            ``None`` (default: the sampler's own setting, off), ``True`` or
-            ``False``. See docs/energy-aware-search.md.
+        idle_s: Deprecated (the option belongs to the meter): use
+            ``meter=ecopt.meters.IdleSubtracted(meter, idle_s=...)``.
+        subtract_idle: Deprecated (the option belongs to the meter): use
+            ``meter=ecopt.meters.IdleSubtracted(meter, idle_s=..., subtract=...)``.
+        cost_aware: Deprecated (the option belongs to the sampler): use
+            ``sampler=ecopt.samplers.QLogNEHVISampler(cost_aware=True)``.
+
+    Names (sampler, meter, pruner) resolve through :mod:`ecopt.registry`, where
+    installed packages add their own by entry point; an instance is accepted
+    wherever a name is.
 
     Raises:
         ValueError: for bad arguments (unknown sampler or meter name, bad
             direction, duplicate objective names, too few objectives for the
             sampler...).
         SpecMismatchError: when ``storage`` holds a study with another space,
-            objectives or constraints (and ``overwrite`` is false).
+            objectives or constraints (and ``overwrite`` is false); the message
+            names each parameter, objective or constraint that differs, with
+            its stored and its given value.
         StudyLockedError: when another process is writing to ``storage``.
     """
 
@@ -118,9 +130,9 @@ class Study:
         name: str | None = None,
         overwrite: bool = False,
         *,
-        idle_s: float = 0.0,
-        subtract_idle: bool = False,
         pruner: str | Pruner | None = None,
+        idle_s: float | None = None,
+        subtract_idle: bool | None = None,
         cost_aware: bool | None = None,
         _readonly: bool = False,
         _spec: Mapping[str, Any] | None = None,
@@ -142,6 +154,7 @@ class Study:
         self.seed = None if seed is None else int(seed)
         self.readonly = _readonly
         self._records: list[TrialRecord] = []
+        self._front = FrontCache(self.objectives)
         self._running: dict[int, Trial] = {}
         self._next_number = 0
         self._storage: StudyStorage | None = None
@@ -169,12 +182,24 @@ class Study:
             self.idle: dict[str, Any] | None = self.spec.get("idle")
             return
 
+        if cost_aware is not None:
+            warnings.warn("Study(cost_aware=...) is deprecated and goes in the next release: the "
+                          "option belongs to the sampler; pass sampler=ecopt.samplers."
+                          f"QLogNEHVISampler(cost_aware={cost_aware!r})", DeprecationWarning,
+                          stacklevel=2)
+        if idle_s is not None or subtract_idle is not None:
+            warnings.warn("Study(idle_s=..., subtract_idle=...) is deprecated and goes in the next "
+                          "release: idle power belongs to the meter; pass meter=ecopt.meters."
+                          "IdleSubtracted(meter, idle_s=..., subtract=...)", DeprecationWarning,
+                          stacklevel=2)
         self.sampler = get_sampler(sampler, cost_aware=cost_aware)
         self.sampler.bind(self.objectives, self.constraints, self.seed)
         self.pruner = get_pruner(pruner)
         if self.pruner is not None:
             self.pruner.bind(self.objectives, self.constraints)
         self.meter = get_meter(meter)
+        if idle_s is not None or subtract_idle is not None:
+            self.meter = _legacy_idle_meter(self.meter, idle_s, subtract_idle)
         from ecopt.meters.power_limit import restore_stale_power_limits
         restore_stale_power_limits()  # GPU limits left by a process that died holding them
         self.name = name or (Path(storage).name if storage is not None else "study")
@@ -187,29 +212,32 @@ class Study:
             except BaseException:
                 self._storage.close()
                 raise
-        self.idle = None
-        if idle_s or subtract_idle or "idle" in self.spec:
-            from ecopt.meters.idle import setup_study_idle
-
-            try:
-                self.meter, self.idle = setup_study_idle(self.meter, self.spec, idle_s,
-                                                         subtract_idle)
-            except BaseException:
-                self.close()
-                raise
-            if self.idle is not None and self._storage is not None:
-                self.spec.update(idle=self.idle, meter=self.meter.describe())
-                self._storage.write_spec(self.spec)
+        self._history = SamplerHistory(self.objectives, self.constraints,
+                                       getattr(self.pruner, "energy_objective", "auto"))
+        try:
+            self._prepare_meter()
+        except BaseException:
+            self.close()
+            raise
         if self._records:
             self._restore_convergence()
 
+    def _prepare_meter(self) -> None:
+        """Let the meter measure what it measures once per study (idle power); keep its facts."""
+        assert self.meter is not None
+        facts = dict(self.meter.prepare(self.spec))
+        old = self.spec.get("idle")
+        if "idle" not in facts and isinstance(old, dict) and old.get("meter") == self.meter.name:
+            facts["idle"] = {**old, "subtracted": False}  # recorded earlier; not subtracted now
+        self.idle = facts.get("idle")  # the idle-power record in use (study.json's "idle")
+        if facts:
+            self.spec.update(facts, meter=self.meter.describe())
+            if self._storage is not None:
+                self._storage.write_spec(self.spec)
+
     # -- storage -------------------------------------------------------------
     def _spec_core(self) -> dict[str, Any]:
-        return {
-            "space": self.space.to_dict(),
-            "objectives": [o.to_dict() for o in self.objectives],
-            "constraints": [c.to_dict() for c in self.constraints],
-        }
+        return core_spec(self.space, self.objectives, self.constraints)
 
     def _session_facts(self) -> dict[str, Any]:
         assert self.sampler is not None and self.meter is not None
@@ -252,14 +280,16 @@ class Study:
             self._move_aside(st.path)
         if st.exists():
             old = st.read_spec()
-            old_core = {k: old.get(k) for k in ("space", "objectives", "constraints")}
-            if old_core != self._spec_core():
+            old_core = {k: old.get(k) for k in CORE_KEYS}
+            given = self._spec_core()
+            if old_core != given:
                 if not overwrite:
-                    diff = [k for k in old_core if old_core[k] != self._spec_core()[k]]
+                    what = [k for k in CORE_KEYS if old_core[k] != given[k]]
                     raise SpecMismatchError(
-                        f"{str(st.path)!r} holds a study with a different {', '.join(diff)}; "
-                        "use another storage directory, or pass overwrite=True to start afresh "
-                        "(the old files are kept in a replaced-<time>/ folder)"
+                        f"{str(st.path)!r} holds a study with a different {', '.join(what)}: "
+                        f"{'; '.join(differences(old_core, given))}. Use another storage "
+                        "directory, or pass overwrite=True to start afresh (the old files are "
+                        "kept in a replaced-<time>/ folder)"
                     )
                 self._move_aside(st.path)
         if st.exists():
@@ -326,7 +356,8 @@ class Study:
         for num in sorted(set(started) | set(reports)):
             if num in finished:
                 continue
-            rec = interrupted_record(num, started.get(num, {}), reports.get(num, []))
+            rec = interrupted_record(num, started.get(num, {}), reports.get(num, []),
+                                     self.objectives, self.constraints)
             st.append_record(rec)
             self._records.append(rec)
             finished.add(num)
@@ -496,13 +527,12 @@ class Study:
                          for p in proposals]
             self._proposal_shares.extend(search_energy_j(share) for _ in proposals)
         trials: list[Trial] = []
+        hook = PruningHook(self.pruner, self._records) if self.pruner is not None else None
+        sink = self._save_report if self._storage is not None else None
         for p in proposals:
             params_ok = self.space.validate(p.params)
-            trial = Trial(self._next_number, params_ok, self.meter, p.proposed_by, p.info)
-            if self.pruner is not None:
-                trial._pruning = (self.pruner, self._records)
-            if self._storage is not None:
-                trial._report_sink = self._save_report
+            trial = Trial(self._next_number, params_ok, self.meter, p.proposed_by, p.info,
+                          pruning=hook, on_report=sink)
             self._next_number += 1
             if self._storage is not None:
                 self._storage.mark_running(trial.number, trial.params, trial.proposed_by,
@@ -605,95 +635,22 @@ class Study:
         """
         return self.termination(rule).converged
 
-    def _records_for_sampler(self) -> tuple[list[TrialRecord], list[Params]]:
+    def _records_for_sampler(self) -> tuple[Sequence[TrialRecord], list[Params]]:
         """What the sampler learns from: the records, pruned trials at their judged values.
 
-        Samplers model complete trials only. A pruned trial left out would look
-        as promising as before it was stopped, and be proposed again and again;
-        so the sampler sees it as complete, at the final values its pruning
-        judged (:func:`ecopt.pruners._curves.imputed_final`: the pruner's
-        prediction, else its last report with energy carried on linearly).
-        The trial log keeps it ``pruned``. Where that is not possible (an
-        objective never reported, or constraints to satisfy) it is passed as
-        pending instead, so at least it is not proposed again.
+        Kept up to date as trials finish (:class:`ecopt._history.SamplerHistory`
+        states the rule), so a proposal does not rebuild it from the whole log.
 
         Returns:
-            ``(records, extra pending params)``.
+            ``(records, extra pending params)``; read-only.
         """
-        pruned = [r for r in self._records if r.state is TrialState.PRUNED]
-        if not pruned:
-            return self.records, []
-        from ecopt.pruners._curves import CurvePruner, ObjectiveView, imputed_final
-
-        energy = self.pruner.energy_objective if isinstance(self.pruner, CurvePruner) else "auto"
-        view = ObjectiveView.of(self.objectives, energy)
-        steps = [r.intermediate[-1].step for r in self._records
-                 if r.state is TrialState.COMPLETE and r.intermediate]
-        final_step = max(steps) if steps else None
-        out: list[TrialRecord] = []
-        pending: list[Params] = []
-        for r in self._records:
-            if r.state is TrialState.PRUNED:
-                vals = None if self.constraints else imputed_final(r, view, final_step)
-                if vals is None:
-                    pending.append(r.params)
-                    continue
-                r = with_state(r, state=TrialState.COMPLETE, values=vals, feasible=True)
-            out.append(r)
-        return out, pending
+        return self._history.update(self._records)
 
     def _save_report(self, trial: Trial, point: Intermediate) -> None:
         """Keep an intermediate report on disk as it is made (an interrupted trial keeps its curve)."""
         if self._storage is not None and trial.number in self._running:
             self._storage.mark_report(trial.number, point,
                                       {k: v.to_dict() for k, v in trial.phases.items()})
-
-    def _validate_values(self, returned: Any, metrics: Mapping[str, float]
-                         ) -> tuple[dict[str, float], dict[str, float]]:
-        names = [o.name for o in self.objectives]
-        if isinstance(returned, Mapping):
-            vals = dict(returned)
-        elif isinstance(returned, (int, float)) and not isinstance(returned, bool) and len(names) == 1:
-            vals = {names[0]: returned}
-        elif isinstance(returned, (list, tuple)) and len(returned) == len(names):
-            vals = dict(zip(names, returned))
-        else:
-            raise TypeError(
-                f"the objective must return a dict of {names}"
-                + (f" plus constraint metrics {[c.name for c in self.constraints]}"
-                   if self.constraints else "")
-                + f", got {returned!r}"
-            )
-        allowed = set(names) | {c.name for c in self.constraints}
-        extra = sorted(set(vals) - allowed)
-        if extra:
-            raise KeyError(
-                f"the objective returned unknown metric name(s) {extra}; the study expects "
-                f"{sorted(allowed)} (record other numbers with trial.set_metric(name, value))"
-            )
-        out_metrics = {k: float(v) for k, v in metrics.items()}
-        missing = [n for n in names if n not in vals]
-        missing += [c.name for c in self.constraints if c.name not in vals and c.name not in metrics]
-        if missing:
-            raise KeyError(f"the objective did not return metric(s) {missing}")
-        values: dict[str, float] = {}
-        for k, v in vals.items():
-            if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
-                if hasattr(v, "item") and getattr(v, "numel", lambda: 1)() == 1:
-                    v = v.item()  # a 0-d tensor or numpy scalar
-                else:
-                    raise TypeError(f"metric {k!r} must be a number, got {v!r} ({type(v).__name__})")
-            fv = float(v)
-            if not math.isfinite(fv):
-                raise ValueError(f"metric {k!r} must be finite, got {fv}")
-            if k in names:
-                values[k] = fv
-            else:
-                out_metrics[k] = fv
-        for k, fv in out_metrics.items():
-            if not math.isfinite(fv):
-                raise ValueError(f"metric {k!r} must be finite, got {fv}")
-        return values, out_metrics
 
     def tell(self, trial: Trial | int, values: Any = None, *,
              outcome: TrialOutcome | None = None, state: TrialState | str | None = None
@@ -735,19 +692,18 @@ class Study:
             raise ValueError(f"trial {number} is not running in this study (told twice?)")
         if outcome is None:
             if isinstance(values, BaseException):
-                from ecopt.trial import is_out_of_memory
-
-                outcome = TrialOutcome(number, None, dict(live.phases), dict(live.metrics),
-                                       dict(live.noise), dict(live.user_attrs), live.started_at,
-                                       live.duration_s(), ErrorInfo.from_exception(values),
-                                       is_out_of_memory(values),
-                                       intermediate=tuple(live.intermediate),
-                                       pruned=isinstance(values, TrialPruned))
+                outcome = TrialOutcome.of(live, error=ErrorInfo.from_exception(values),
+                                          infeasible=is_out_of_memory(values),
+                                          pruned=isinstance(values, TrialPruned))
             else:
-                outcome = TrialOutcome(number, values, dict(live.phases), dict(live.metrics),
-                                       dict(live.noise), dict(live.user_attrs), live.started_at,
-                                       live.duration_s(), intermediate=tuple(live.intermediate))
-        record = self._record_from(live, outcome, state)
+                outcome = TrialOutcome.of(live, returned=values)
+        elif not outcome.intermediate and live.intermediate:
+            # reported in this process, the outcome made elsewhere (a fault): keep the curve
+            outcome = replace(outcome, intermediate=tuple(live.intermediate))
+        record = create_record(number=live.number, params=live.params,
+                               proposed_by=live.proposed_by, proposal=live.proposal,
+                               outcome=outcome, objectives=self.objectives,
+                               constraints=self.constraints, state=state)
         if self._storage is not None:
             # On disk first: if this raises (disk full), the trial stays running
             # here and tell() can be called again once there is room.
@@ -762,62 +718,9 @@ class Study:
                         record.state.value, record.error.type, record.error.message)
         return record
 
-    def _record_from(self, live: Trial, out: TrialOutcome, state: TrialState | None
-                     ) -> TrialRecord:
-        values: dict[str, float] = {}
-        metrics = dict(out.metrics)
-        error = out.error
-        intermediate = tuple(out.intermediate) or tuple(live.intermediate)
-        if state is TrialState.PRUNED or (state is None and out.pruned):
-            st = TrialState.PRUNED
-            names = {o.name for o in self.objectives}
-            if intermediate:
-                values = {k: v for k, v in intermediate[-1].values.items() if k in names}
-            if error is None or error.type != "TrialPruned":
-                error = ErrorInfo("TrialPruned", "marked pruned by tell()", "")
-        elif state is TrialState.INFEASIBLE or (state is None and out.infeasible):
-            st = TrialState.INFEASIBLE
-        elif state is TrialState.FAILED or error is not None:
-            st = TrialState.FAILED
-        else:
-            try:
-                values, metrics = self._validate_values(out.returned, out.metrics)
-                st = TrialState.COMPLETE
-            except (TypeError, KeyError, ValueError) as exc:
-                st = TrialState.FAILED
-                error = ErrorInfo(type(exc).__name__, exc.args[0] if exc.args else str(exc), "")
-        if st is not TrialState.COMPLETE and error is None:
-            error = ErrorInfo("Failed", f"marked {st.value} by tell()", "")
-        feasible = st is TrialState.COMPLETE and all(
-            c.satisfied(values.get(c.name, metrics.get(c.name, math.nan))) for c in self.constraints
-        )
-        return TrialRecord(
-            number=live.number,
-            state=st,
-            params=dict(live.params),
-            values=values,
-            metrics=metrics,
-            feasible=feasible if st is TrialState.COMPLETE else False,
-            phases=dict(out.phases),
-            started_at=out.started_at,
-            duration_s=out.duration_s,
-            proposed_by=live.proposed_by,
-            proposal=dict(live.proposal),
-            error=error,
-            host=out.host,
-            worker=out.worker,
-            device=out.device,
-            noise=dict(out.noise),
-            user_attrs=dict(out.user_attrs),
-            intermediate=intermediate,
-        )
-
     def _interrupt_running(self, why: str) -> None:
         for t in list(self._running.values()):
-            self.tell(t, outcome=TrialOutcome(
-                t.number, None, dict(t.phases), dict(t.metrics), dict(t.noise),
-                dict(t.user_attrs), t.started_at, t.duration_s(),
-                ErrorInfo("Interrupted", why, ""), intermediate=tuple(t.intermediate)))
+            self.tell(t, outcome=TrialOutcome.of(t, error=ErrorInfo("Interrupted", why, "")))
 
     def optimize(self, objective: ObjectiveFn, n_trials: int | None = None, batch_size: int = 1,
                  executor: str | Executor = "local", timeout_s: float | None = None,
@@ -851,14 +754,18 @@ class Study:
             timeout_s: Stop proposing new trials after this many seconds (trials
                 in flight finish). Per-trial limits are the executor's
                 ``trial_timeout_s``.
-            show_progress: A progress bar (default: when stderr is a terminal).
+            show_progress: A progress bar (default: when stderr is a terminal);
+                it is the callback :class:`ecopt.callbacks.ProgressBar`, run
+                before the others.
             asynchronous: Propose a new trial whenever a slot frees (default),
                 or wait for each full batch.
             callbacks: Functions called as ``callback(study, record)`` after each
                 trial is saved, in order (Optuna's shape; e.g.
-                ``ecopt.integrations.mlflow.MLflowLogger``). A callback that
-                raises is logged and skipped: it never loses a trial. Call
-                :meth:`stop` from one to end the call early.
+                ``ecopt.integrations.mlflow.MLflowLogger``), or
+                :class:`ecopt.callbacks.OptimizeCallback` objects, which may
+                also hook the start and end of the call and stop it before a
+                proposal. A callback that raises is logged and skipped: it never
+                loses a trial. Call :meth:`stop` from one to end the call early.
             live: In a Jupyter notebook, redraw the Pareto front in place (one
                 output) as each trial finishes (:class:`ecopt.report.live.LiveFront`,
                 a callback run after the others). Outside a notebook it does
@@ -879,7 +786,8 @@ class Study:
                 rule a re-opened study restored, else ``StoppingRule()``; or an
                 :class:`~ecopt.StoppingRule`, which becomes :attr:`stopping_rule`).
                 The rule is evaluated before each proposal; trials in flight
-                finish. Needs a model-based sampler.
+                finish. Needs a model-based sampler. It is the callback
+                :class:`ecopt.callbacks.StopWhenConverged`.
 
         Returns:
             The records of the trials this call ran. Why the call stopped
@@ -919,56 +827,64 @@ class Study:
                 raise ValueError(f"energy_budget_j > 0 must hold (a finite number of joules), "
                                  f"got energy_budget_j={energy_budget_j!r}")
             self._check_meter_reads_energy()
-        rule = StoppingRule.of(stop_when_converged, current=self.stopping_rule)
-        if rule is not None:
-            assert self.sampler is not None
-            if not callable(getattr(self.sampler, "improvement_bound", None)):
-                raise ValueError(f"stop_when_converged needs a model-based sampler ('qlognehvi' "
-                                 f"or 'qnehvi'); sampler {self.sampler.name!r} has no model "
-                                 "to bound the hypervolume still to gain")
-            self.stopping_rule = rule
         if n_trials is None and timeout_s is None and energy_budget_j is None:
             raise ValueError("optimize() needs a limit: n_trials, timeout_s or energy_budget_j "
                              "(got none of them)")
-        callbacks = list(callbacks)
+        rule = StoppingRule.of(stop_when_converged, current=self.stopping_rule)
         for cb in callbacks:
             if not callable(cb):
                 raise ValueError(f"each callback must be callable as callback(study, record), "
                                  f"got {cb!r}")
+        # The conveniences are callbacks: the stopping rule (asked first before a proposal),
+        # the progress bar (told first after a trial), the user's, then the live front.
+        hooks: list[Callback] = [StopWhenConverged(rule)] if rule is not None else []
+        hooks += [ProgressBar(enabled=show_progress), *callbacks]
         if live:
-            from ecopt.report.live import live_callback
-
-            front = live_callback()
+            front = display_callback("live")
             if front is not None:
-                callbacks.append(front)
-        ex = get_executor(executor)
-        owns_executor = not isinstance(executor, Executor)
-        try:
-            ex.check_objective(objective)  # an unpicklable objective fails before any trial
-            ex.attach(self.path)
-        except BaseException:
-            if owns_executor:
-                ex.close()
-            raise
-        from ecopt.report.progress import Progress
-
-        progress = Progress(self, n_trials, enabled=show_progress)
+                hooks.append(front)
+        started: list[Callback] = []
         self._stop_requested = False
-        loop = OptimizeLoop(self, objective, n_trials, batch_size, ex, timeout_s, progress,
-                            asynchronous, callbacks, energy_budget_j=energy_budget_j,
-                            stop_when_converged=rule)
+        loop: OptimizeLoop | None = None
         started_at = _now_iso()
-        self._optimizing = True
         try:
-            done = loop.run()
+            for cb in hooks:
+                on_start = getattr(cb, "on_start", None)
+                if on_start is not None:
+                    on_start(self, n_trials)  # may refuse the call (ValueError): nothing ran
+                started.append(cb)
+            ex = get_executor(executor)
+            owns_executor = not isinstance(executor, Executor)
+            try:
+                ex.check_objective(objective)  # an unpicklable objective fails before any trial
+                ex.attach(self.path)
+            except BaseException:
+                if owns_executor:
+                    ex.close()
+                raise
+            loop = OptimizeLoop(self, objective, n_trials, batch_size, ex, timeout_s,
+                                asynchronous, hooks, energy_budget_j=energy_budget_j)
+            self._optimizing = True
+            try:
+                done = loop.run()
+            finally:
+                self._optimizing = False
+                self.stop_reason = loop.stop_reason
+                self._stop_requested = False
+                if owns_executor:
+                    ex.close()
+                self._record_optimize_call(loop, hooks, started_at, n_trials, timeout_s,
+                                           energy_budget_j)
         finally:
-            self._optimizing = False
-            self.stop_reason = loop.stop_reason
-            self._stop_requested = False
-            progress.close()
-            if owns_executor:
-                ex.close()
-            self._record_optimize_call(loop, started_at, n_trials, timeout_s, energy_budget_j)
+            for cb in started:
+                on_end = getattr(cb, "on_end", None)
+                if on_end is None:
+                    continue
+                try:
+                    on_end(self, loop.stop_reason if loop is not None else None)
+                except Exception as exc:  # noqa: BLE001 - the trials are saved; this is a display
+                    log.warning("callback %r failed at the end of optimize(): %s: %s", cb,
+                                type(exc).__name__, exc)
         log.info("optimize stopped: %s (%d trials run; %s J spent by trials + proposals)",
                  loop.stop_reason, len(done), f"{loop.spent_j:.6g}")
         from ecopt.executors.overlap import shared_host_energy_note
@@ -991,8 +907,9 @@ class Study:
                              f"{self.meter.name!r} records durations only (use meter='auto', "
                              "'nvml', 'rapl', 'codecarbon' or 'estimate')")
 
-    def _record_optimize_call(self, loop: Any, started_at: str, n_trials: int | None,
-                              timeout_s: float | None, energy_budget_j: float | None) -> None:
+    def _record_optimize_call(self, loop: Any, hooks: Sequence[Callback], started_at: str,
+                              n_trials: int | None, timeout_s: float | None,
+                              energy_budget_j: float | None) -> None:
         """Keep why an optimize() call stopped, and what it spent, in ``study.json``."""
         if self._storage is None or not isinstance(self.spec.get("sessions"), list) \
                 or not self.spec["sessions"]:
@@ -1001,7 +918,7 @@ class Study:
                  "trials_run": len(loop.done), "timeout_s": timeout_s,
                  "energy_budget_j": energy_budget_j, "stop_reason": loop.stop_reason,
                  "trial_energy_j": loop.trials_j, "proposal_energy_j": loop.proposals_j}
-        if loop.rule is not None:
+        if any(isinstance(cb, StopWhenConverged) for cb in hooks):
             latest = self._convergence.latest if self._convergence is not None else None
             entry["stop_when_converged"] = True
             entry[NOTES_KEY] = latest.to_dict() if latest is not None else None
@@ -1033,7 +950,8 @@ class Study:
         return [o.direction for o in self.objectives]
 
     def _front_records(self) -> list[TrialRecord]:
-        return pareto.front_records(self._records, self.objectives)
+        """The front (:func:`ecopt.pareto.front_records`'s rule), updated as trials finish."""
+        return list(self._front.update(self._records))
 
     def best_trials(self) -> list[TrialRecord]:
         """The non-dominated, complete, constraint-satisfying trials."""
@@ -1044,7 +962,8 @@ class Study:
 
         Returns ``None`` when a threshold is missing and no trial completed yet.
         """
-        ref = pareto.study_reference_point(self._records, self.objectives)
+        # The rule infers from the front only, so the front (kept up to date) is enough.
+        ref = pareto.study_reference_point(self._front.update(self._records), self.objectives)
         return None if ref is None else list(ref)
 
     def hypervolume(self, ref_point: Sequence[float] | None = None) -> float:
@@ -1058,13 +977,13 @@ class Study:
 
     def trials_dataframe(self) -> Any:
         """Every finished trial as a pandas DataFrame (columns in docs/api.md)."""
-        from ecopt.report.frames import trials_dataframe
+        from ecopt.frames import trials_dataframe
 
         return trials_dataframe(self._records, self.space, self.objectives, self.constraints)
 
     def pareto_front(self) -> Any:
         """The non-dominated complete feasible trials as a DataFrame (same columns)."""
-        from ecopt.report.frames import trials_dataframe
+        from ecopt.frames import trials_dataframe
 
         return trials_dataframe(self._front_records(), self.space, self.objectives,
                                 self.constraints)
@@ -1085,3 +1004,21 @@ def load_study(path: str | Path) -> Study:
         NotAStudyError: when ``path`` holds no ecopt study.
     """
     return Study.load(path)
+
+
+def _legacy_idle_meter(meter: Meter, idle_s: float | None, subtract_idle: bool | None) -> Meter:
+    """What the deprecated ``Study(idle_s=..., subtract_idle=...)`` meant, as a meter.
+
+    Raises:
+        ValueError: as those keywords did (a bad ``idle_s``; ``subtract_idle``
+            with nothing to subtract is refused when the study opens).
+    """
+    from ecopt.meters.idle import IdleSubtracted
+
+    idle = 0.0 if idle_s is None else idle_s
+    if isinstance(idle, bool) or not isinstance(idle, (int, float)) or not math.isfinite(idle) \
+            or idle < 0:
+        raise ValueError(f"idle_s must be a finite number >= 0, got {idle_s!r}")
+    if not idle and not subtract_idle:
+        return meter  # idle_s=0 without subtraction: nothing to measure, as before
+    return IdleSubtracted(meter, idle_s=float(idle), subtract=bool(subtract_idle))

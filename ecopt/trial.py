@@ -16,16 +16,13 @@ import os
 import socket
 import time
 import traceback as _tb
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ecopt._types import Params
 from ecopt.errors import EcoptError, Infeasible, MeterError, TrialPruned
 from ecopt.meters.base import ComponentEnergy, Measurement, Meter, sync_cuda_if_used
-
-if TYPE_CHECKING:
-    from ecopt.pruners.base import Decision, Pruner
 
 __all__ = [
     "TrialState",
@@ -35,9 +32,10 @@ __all__ = [
     "TrialRecord",
     "Trial",
     "TrialOutcome",
+    "Verdict",
     "run_objective",
     "is_out_of_memory",
-    "interrupted_record",
+    "with_state",
 ]
 
 
@@ -183,9 +181,13 @@ class ErrorInfo:
         return {"type": self.type, "message": self.message, "traceback": self.traceback}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TrialRecord:
     """One finished trial, exactly as stored in ``trials.jsonl``.
+
+    Records are made in one place, :func:`ecopt._record.create_record` (a trial
+    told to its study), and read back with :meth:`from_dict`; fields are given
+    by keyword.
 
     Attributes:
         number: 0-based trial number, unique within the study.
@@ -354,6 +356,19 @@ def _numbers(d: Mapping[str, Any], key: str) -> dict[str, float]:
     return {str(k): _number(v, f"{key}[{k!r}]") for k, v in _field(d, key, dict, {}).items()}
 
 
+class Verdict(Protocol):
+    """What a trial's pruning hook answers (:class:`ecopt.pruners.Decision` is one)."""
+
+    @property
+    def prune(self) -> bool: ...
+
+    @property
+    def reason(self) -> str: ...
+
+    @property
+    def info(self) -> Mapping[str, Any]: ...
+
+
 class Trial:
     """The live handle an objective function receives.
 
@@ -363,6 +378,12 @@ class Trial:
         meter: Meter measuring each ``phase()``.
         proposed_by: Who proposed the params.
         proposal: Sampler notes kept in the record.
+        pruning: ``pruning(trial) -> verdict``, what :meth:`should_stop` asks
+            (the study binds its pruner to its finished trials,
+            :class:`ecopt.pruners.base.PruningHook`); ``None``: no pruning.
+            It travels with the trial to a worker process, so it must pickle.
+        on_report: Called as ``on_report(trial, point)`` with each new report
+            in the driver's process (the study saves it); never pickled.
 
     Example:
         >>> def objective(trial: ecopt.Trial) -> dict[str, float]:
@@ -375,7 +396,9 @@ class Trial:
     """
 
     def __init__(self, number: int, params: Params, meter: Meter, proposed_by: str = "user",
-                 proposal: Mapping[str, Any] | None = None) -> None:
+                 proposal: Mapping[str, Any] | None = None, *,
+                 pruning: Callable[[Trial], Verdict] | None = None,
+                 on_report: Callable[[Trial, Intermediate], None] | None = None) -> None:
         self.number = number
         self.params: Params = dict(params)
         self.proposed_by = proposed_by
@@ -390,20 +413,21 @@ class Trial:
         self._t0 = time.perf_counter()
         self._open_phase: str | None = None
         self._open_handle: Any = None
-        #: ``(pruner, finished records)`` from the study, or ``None`` (no pruner).
-        self._pruning: tuple[Pruner, Sequence[TrialRecord]] | None = None
-        self._decision: Decision | None = None
-        #: Called with each new report in the driver's process (the study saves it);
-        #: never pickled to a worker.
-        self._report_sink: Callable[[Trial, Intermediate], None] | None = None
+        self._pruning = pruning
+        self._decision: Verdict | None = None
+        self._on_report = on_report
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state["_report_sink"] = None
-        if state.get("_pruning") is not None:  # a snapshot of the history travels, not the study
-            pruner, history = state["_pruning"]
-            state["_pruning"] = (pruner, list(history))
+        state["_on_report"] = None  # the driver's; a worker's reports come back in the outcome
         return state
+
+    def _restart_clock(self, meter: Meter | None) -> None:
+        """The trial starts now, where it landed (a worker), measured there with ``meter``."""
+        if meter is not None:
+            self.meter = meter
+        self.started_at = _now_iso()
+        self._t0 = time.perf_counter()  # the driver's clock means nothing here
 
     def __repr__(self) -> str:
         return f"Trial(number={self.number}, params={self.params!r})"
@@ -564,8 +588,8 @@ class Trial:
         measured = bool(self.phases) and all(p.measured for p in self.phases.values())
         point = Intermediate(step, clean, energy, self.duration_s(), measured)
         self.intermediate.append(point)
-        if self._report_sink is not None:
-            self._report_sink(self, point)
+        if self._on_report is not None:
+            self._on_report(self, point)
 
     def should_stop(self) -> bool:
         """Whether the study's pruner says this trial should stop now.
@@ -578,13 +602,13 @@ class Trial:
         """
         if self._pruning is None or not self.intermediate:
             return False
-        pruner, history = self._pruning
         try:
-            decision = pruner.decide(self, history)
+            decision = self._pruning(self)
         except Exception as exc:  # noqa: BLE001 - a pruner bug must not kill a trial
             import warnings
 
-            warnings.warn(f"pruner {type(pruner).__name__} failed on trial {self.number} "
+            who = getattr(self._pruning, "label", type(self._pruning).__name__)
+            warnings.warn(f"pruner {who} failed on trial {self.number} "
                           f"({type(exc).__name__}: {exc}); the trial goes on", RuntimeWarning,
                           stacklevel=2)
             return False
@@ -665,21 +689,36 @@ def is_out_of_memory(exc: BaseException) -> bool:
     )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TrialOutcome:
-    """What running an objective produced, before the study validates it.
+    """What running an objective produced, before the study validates it into a record.
 
-    Picklable, so executors can send it back from another process.
+    Picklable, so executors can send it back from another process. Built from
+    the live trial with :meth:`of` (what it measured, and how it ended); only
+    an outcome with no trial to take it from (a worker that could not even
+    unpickle one) is built field by field, by keyword.
+
+    Attributes:
+        number: The trial number.
+        returned: What the objective returned (validated by the study).
+        phases, metrics, noise, user_attrs, intermediate: What the trial
+            recorded (see :class:`TrialRecord`).
+        started_at: ISO 8601 UTC start time.
+        duration_s: Seconds the trial ran.
+        error: Why it failed, else ``None``.
+        infeasible: It ran out of memory or raised :class:`~ecopt.Infeasible`.
+        pruned: It raised :class:`~ecopt.TrialPruned`.
+        host, worker, device: Where it ran.
     """
 
     number: int
-    returned: Any
-    phases: dict[str, PhaseRecord]
-    metrics: dict[str, float]
-    noise: dict[str, float]
-    user_attrs: dict[str, Any]
-    started_at: str
-    duration_s: float
+    returned: Any = None
+    phases: dict[str, PhaseRecord] = field(default_factory=dict)
+    metrics: dict[str, float] = field(default_factory=dict)
+    noise: dict[str, float] = field(default_factory=dict)
+    user_attrs: dict[str, Any] = field(default_factory=dict)
+    started_at: str = ""
+    duration_s: float = 0.0
     error: ErrorInfo | None = None
     infeasible: bool = False
     host: str = ""
@@ -688,14 +727,51 @@ class TrialOutcome:
     intermediate: tuple[Intermediate, ...] = ()
     pruned: bool = False
 
+    @classmethod
+    def of(cls, trial: Trial, *, returned: Any = None, error: ErrorInfo | None = None,
+           infeasible: bool = False, pruned: bool = False, started_at: str | None = None,
+           duration_s: float | None = None, host: str = "", worker: str = "",
+           device: str = "") -> TrialOutcome:
+        """The outcome of ``trial`` as it stands: everything it measured, and how it ended.
 
-def run_objective(objective: Callable[[Trial], Any], trial: Trial) -> TrialOutcome:
+        Args:
+            trial: The live trial (its phases, metrics, noise, user attributes
+                and reports are copied).
+            returned: What the objective returned.
+            error: Why it failed (``None``: it returned).
+            infeasible: It ran out of memory / was infeasible.
+            pruned: It was stopped by its pruner.
+            started_at: Default: the trial's start time.
+            duration_s: Default: seconds since the trial started.
+            host, worker, device: Where it ran, when known.
+        """
+        return cls(number=trial.number, returned=returned, phases=dict(trial.phases),
+                   metrics=dict(trial.metrics), noise=dict(trial.noise),
+                   user_attrs=dict(trial.user_attrs),
+                   started_at=trial.started_at if started_at is None else started_at,
+                   duration_s=trial.duration_s() if duration_s is None else float(duration_s),
+                   error=error, infeasible=infeasible, pruned=pruned, host=host, worker=worker,
+                   device=device, intermediate=tuple(trial.intermediate))
+
+
+def run_objective(objective: Callable[[Trial], Any], trial: Trial, *,
+                  restart_clock: bool = False, meter: Meter | None = None) -> TrialOutcome:
     """Run ``objective(trial)`` and capture everything, including its exception.
 
     ``KeyboardInterrupt`` and ``SystemExit`` propagate; every ``Exception`` is
     captured (the study records it and goes on). :class:`~ecopt.TrialPruned`
     marks the outcome ``pruned``.
+
+    Args:
+        objective: The objective.
+        trial: The trial to run.
+        restart_clock: The trial starts now (an executor running it where it
+            landed, after it waited in a queue): its ``started_at`` and
+            duration count from here.
+        meter: Measure with this meter instead of the trial's (a worker's own).
     """
+    if restart_clock or meter is not None:
+        trial._restart_clock(meter)
     t0 = time.perf_counter()
     error: ErrorInfo | None = None
     infeasible = pruned = False
@@ -712,67 +788,10 @@ def run_objective(objective: Callable[[Trial], Any], trial: Trial) -> TrialOutco
     except Exception as exc:  # noqa: BLE001 - a failing trial never kills a study
         error = ErrorInfo.from_exception(exc)
         infeasible = is_out_of_memory(exc)
-    return TrialOutcome(
-        number=trial.number,
-        returned=returned,
-        phases=dict(trial.phases),
-        metrics=dict(trial.metrics),
-        noise=dict(trial.noise),
-        user_attrs=dict(trial.user_attrs),
-        started_at=trial.started_at,
-        duration_s=time.perf_counter() - t0,
-        error=error,
-        infeasible=infeasible,
-        host=socket.gethostname(),
-        worker=f"pid:{os.getpid()}",
-        device=os.environ.get("CUDA_VISIBLE_DEVICES", ""),
-        intermediate=tuple(trial.intermediate),
-        pruned=pruned,
-    )
-
-
-def interrupted_record(number: int, started: Mapping[str, Any],
-                       reports: Sequence[Mapping[str, Any]] = ()) -> TrialRecord:
-    """The record of a trial that started and never finished (its process died).
-
-    Args:
-        number: The trial number.
-        started: Its line in ``running.jsonl`` (params, proposer, start time).
-        reports: Its intermediate-report lines there (learning curve, and the
-            phases measured up to the last report), oldest first.
-    """
-    curve: list[Intermediate] = []
-    phases: dict[str, PhaseRecord] = {}
-    for line in reports:
-        try:
-            point = Intermediate.from_dict(line["report"])
-            snapshot = {str(k): PhaseRecord.from_dict(str(k), v)
-                        for k, v in dict(line.get("phases") or {}).items()}
-        except (KeyError, TypeError, ValueError, AttributeError):
-            continue  # a damaged report line: the curve keeps the others
-        curve.append(point)
-        phases = snapshot
-    known = f"; its {len(curve)} intermediate report(s) and the energy measured up to the " \
-        "last one are kept" if curve else ""
-
-    def get(key: str, kind: type, default: Any) -> Any:  # a damaged start line: keep what fits
-        v = started.get(key) if isinstance(started, Mapping) else None
-        return v if isinstance(v, kind) else default
-
-    params = {str(k): v for k, v in get("params", dict, {}).items()
-              if isinstance(v, (str, int, float, bool))}
-    return TrialRecord(
-        number=number,
-        state=TrialState.FAILED,
-        params=params,
-        phases=phases,
-        started_at=get("started_at", str, ""),
-        proposed_by=get("proposed_by", str, "user"),
-        proposal=dict(get("proposal", dict, {})),
-        error=ErrorInfo("Interrupted", "the process running this trial stopped before it "
-                        f"finished (killed or crashed); recorded on resume{known}"),
-        intermediate=tuple(curve),
-    )
+    return TrialOutcome.of(trial, returned=returned, error=error, infeasible=infeasible,
+                           pruned=pruned, duration_s=time.perf_counter() - t0,
+                           host=socket.gethostname(), worker=f"pid:{os.getpid()}",
+                           device=os.environ.get("CUDA_VISIBLE_DEVICES", ""))
 
 
 def with_state(record: TrialRecord, **changes: Any) -> TrialRecord:

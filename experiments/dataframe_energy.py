@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _common as C  # noqa: E402
 
-from ecopt.report.recorded import (  # noqa: E402
+from docs.recorded import (  # noqa: E402
     Table,
     command_line,
     estimated_energy,

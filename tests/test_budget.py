@@ -134,14 +134,15 @@ def _rec(n: int, energy_j: float, state: TrialState = TrialState.COMPLETE) -> Tr
     from ecopt.trial import PhaseRecord
 
     m = Measurement(1.0, {"cpu": ComponentEnergy(energy_j, "x", True)}, "fixed")
-    return TrialRecord(n, state, {"x": 0.1}, {"f1": 1.0, "f2": 1.0},
+    return TrialRecord(number=n, state=state, params={"x": 0.1}, values={"f1": 1.0, "f2": 1.0},
                        phases={"work": PhaseRecord("work", m)},
                        intermediate=(Intermediate(1, {"f1": 1.0}, energy_j, 1.0),))
 
 
 def _rec_at(n: int, x: float, energy_j: float) -> TrialRecord:
     r = _rec(n, energy_j)
-    return TrialRecord(n, r.state, {"x": x, "y": 0.5}, r.values, phases=r.phases)
+    return TrialRecord(number=n, state=r.state, params={"x": x, "y": 0.5}, values=r.values,
+                       phases=r.phases)
 
 
 def test_the_next_trial_is_predicted_from_the_trials_nearest_its_configuration():

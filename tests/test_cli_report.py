@@ -231,9 +231,9 @@ def test_sobol_fallbacks_are_counted_in_red(tmp_path, capsys):
 
     path = make(tmp_path / "fb", n=2)
     st = StudyStorage(path)
-    st.append_record(TrialRecord(10, TrialState.COMPLETE, {"x": 0.1}, values={
+    st.append_record(TrialRecord(number=10, state=TrialState.COMPLETE, params={"x": 0.1}, values={
         "accuracy": 0.5, "samples_per_joule": 3.0}, proposed_by="qlognehvi"))
-    st.append_record(TrialRecord(11, TrialState.COMPLETE, {"x": 0.2}, values={
+    st.append_record(TrialRecord(number=11, state=TrialState.COMPLETE, params={"x": 0.2}, values={
         "accuracy": 0.4, "samples_per_joule": 2.0}, proposed_by="sobol",
         proposal={"fallback": "RuntimeError: fit failed"}))
     st.close()

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ecopt.report.recorded import (
+from docs.recorded import (
     Table,
     adopt_tables,
     check_docs,

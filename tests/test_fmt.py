@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from ecopt.report.fmt import fmt_number
+from ecopt.fmt import fmt_number
 
 
 @pytest.mark.parametrize("value, text", [
@@ -34,7 +34,7 @@ def test_every_report_layer_uses_the_rule(tmp_path):
     st = ecopt.Study(ecopt.SearchSpace({"x": ecopt.Float(0, 1)}),
                      [ecopt.Objective("a", "max"), ecopt.Objective("b", "max")],
                      storage=tmp_path / "s", sampler="random", meter="wallclock")
-    st._storage.append_record(TrialRecord(0, TrialState.COMPLETE, {"x": 0.5},
+    st._storage.append_record(TrialRecord(number=0, state=TrialState.COMPLETE, params={"x": 0.5},
                                           values={"a": 1.0, "b": 2.0},
                                           phases={"train": PhaseRecord("train", m)}))
     st.close()

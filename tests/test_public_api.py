@@ -13,6 +13,7 @@ EXPECTED = {
     "Measurement", "EcoptError", "ExecutorLostError", "Infeasible", "MeterError", "MeterUnavailableError",
     "NotAStudyError", "SpecMismatchError", "StudyLockedError", "TrialPruned", "Intermediate",
     "DaskExecutor", "pareto", "samplers", "meters", "plot", "pruners", "StoppingRule", "Termination",
+    "StopWhenConverged", "OptimizeCallback", "registry", "callbacks",
 }
 
 

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from ecopt.report.recorded import (
+from docs.recorded import (
     Table,
     estimated_energy,
     interval,

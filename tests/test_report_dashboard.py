@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import socket
 import subprocess
@@ -21,7 +22,13 @@ pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 pytest.importorskip("plotly")
 
-from ecopt.report.dashboard import HOST, DashboardServer, dashboard_state, serve  # noqa: E402
+from ecopt.report.dashboard import (  # noqa: E402
+    HOST,
+    DashboardFeed,
+    DashboardServer,
+    dashboard_state,
+    serve,
+)
 
 XSS = '<img src=x onerror="window.__xss=1">'
 BOLD = "<b>bold</b>"
@@ -105,6 +112,67 @@ def test_a_torn_last_line_and_a_concurrent_writer_are_read_safely(tmp_path):
         f.write(b'{"number": 8, "state": "compl')
     state = dashboard_state(path)
     assert state["n_trials"] == 8 and state["html"]["warnings"] == ""
+
+
+def _apply(old: dict, delta: dict) -> dict:
+    """What the page does with a delta (ecopt/report/static/dashboard.js), in Python."""
+    assert delta["since"] == old["version"] and delta["changes"] is True
+    new = json.loads(json.dumps(old))
+    new["html"].update(delta["html"])
+    rows = dict(re.findall(r'(<tr id="trial-(\d+)".*?</tr>)', new["html"]["trials"]))
+    rows = {int(n): html for html, n in rows.items()}
+    for n, html in delta["rows"]["replace"] + delta["rows"]["add"]:
+        rows[n] = html
+    head, _, _ = new["html"]["trials"].partition("<tbody>")
+    new["html"]["trials"] = (head + "<tbody>" + "".join(rows[n] for n in sorted(rows, reverse=True))
+                             + "</tbody></table></div>")
+    for fid, change in delta["figures"].items():
+        by_uid = {tr["uid"]: tr for tr in new["figures"][fid]["data"]}
+        for c in change.get("traces", []):
+            if "trace" in c:
+                by_uid[c["uid"]] = c["trace"]
+                continue
+            tr = by_uid[c["uid"]]
+            for k, tail in c.get("extend", {}).items():
+                tr[k] = tr[k] + tail
+            if "name" in c:
+                tr["name"] = c["name"]
+        new["figures"][fid] = {"data": [by_uid[u] for u in change["order"]],
+                               "layout": change.get("layout", new["figures"][fid]["layout"])}
+    for k in ("version", "n_trials", "title", "name"):
+        new[k] = delta[k]
+    return new
+
+
+def test_a_refresh_sends_what_changed_and_the_page_rebuilds_the_same_state(tmp_path):
+    path = tmp_path / "s"
+    feed = DashboardFeed(path)
+    with _study(path) as st:
+        for x in (0.9, 0.5, 0.8, 0.3, 0.6):  # all on the front (f1 = x, f2 = (1 - x)^2)
+            t = st.ask(params={"x": x, "tag": XSS})
+            st.tell(t, objective(t))
+        st.tell(st.ask(params={"x": 0.2, "tag": BOLD}), RuntimeError("failed <b>"))
+        full = feed.changes()
+        assert "changes" not in full and full["n_trials"] == 6
+        assert feed.changes(full["version"])["unchanged"] is True
+        # One trial that dominates one front member: trial 4 = (0.6, 0.16).
+        t = st.ask(params={"x": 0.55, "tag": XSS})
+        st.tell(t, {"f1": 0.55, "f2": 0.1})
+    delta = feed.changes(full["version"])
+    after = dashboard_state(path)
+    assert delta["changes"] is True and delta["n_trials"] == 7
+    assert [n for n, _ in delta["rows"]["add"]] == [6]
+    assert [n for n, _ in delta["rows"]["replace"]] == [4]  # left the front: its state changed
+    assert "fig-front" in delta["figures"] and "trials" not in delta["html"]
+    assert len(json.dumps(delta)) < len(json.dumps(after))  # the sizes: benchmarks/scaling.py
+    rebuilt = _apply(full, delta)
+    for fid, fig in after["figures"].items():
+        assert rebuilt["figures"][fid]["data"] == fig["data"], fid
+        assert rebuilt["figures"][fid]["layout"] == fig["layout"], fid
+    assert rebuilt["html"] == after["html"]
+    # A page with no version, or one the feed no longer keeps, gets the full state.
+    assert "changes" not in feed.changes("not-a-version")
+    assert feed.changes(None)["n_trials"] == 7
 
 
 def test_waiting_for_a_study_that_has_not_started(tmp_path):
@@ -226,6 +294,19 @@ def test_page_in_chromium_updates_live_and_escapes_markup(tmp_path):
             assert driver.execute_script("return window.__xss") is None
             assert "estimated" in driver.find_element("id", "banner").text.lower()
             assert "live" in driver.find_element("id", "status").text
+            # Later refreshes send changes only: a trial that pushes trial 1 off the front.
+            t = st.ask(params={"x": 0.65, "tag": BOLD})
+            st.tell(t, {"f1": 0.65, "f2": 0.15})
+            _wait(lambda: driver.find_element("tag name", "body").get_attribute("data-trials") == "4")
+            assert driver.execute_script("return window.__loaded_once") == "yes"
+            assert [r.get_attribute("data-n") for r in
+                    driver.find_elements("css selector", "#trials-table tbody tr")] == \
+                ["3", "2", "1", "0"]
+            assert driver.find_element("css selector", "#trial-1 td:nth-child(2)").text == "complete"
+            drawn = driver.execute_script(
+                "var d = document.getElementById('fig-front').data;"
+                "return d.map(function (t) { return [t.uid, t.x.length]; });")
+            assert dict(drawn) == {"complete": 4, "front": 3, "ref": 1}
             errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
             assert errors == []
         finally:

@@ -1,4 +1,4 @@
-"""Progress bar of Study.optimize and the trials DataFrame columns."""
+"""Progress bar of Study.optimize (a callback) and the trials DataFrame columns."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import logging
 import pytest
 
 import ecopt
+from ecopt.callbacks import ProgressBar
+from ecopt.fmt import fmt_number
 from ecopt.meters.base import WallClockMeter
-from ecopt.report.fmt import fmt_number
-from ecopt.report.progress import Progress
 
 SPACE = ecopt.SearchSpace({"x": ecopt.Float(0, 1), "c": ecopt.Categorical(["a", "b"])})
 OBJS = [ecopt.Objective("acc", "max"), ecopt.Objective("samples_per_joule", "max")]
@@ -32,14 +32,15 @@ def test_bar_shows_trials_hypervolume_and_estimated_energy(tmp_path):
                      meter="estimate", seed=0) as s:
         recs = s.optimize(objective, n_trials=4, show_progress=False)
         buf = io.StringIO()
-        p = Progress(s, total=4, enabled=True, file=buf)
+        p = ProgressBar(enabled=True, file=buf)
+        p.on_start(s, 4)
         # A resumed study: the energy spent earlier (trials + proposals) counts from the start.
         assert p.energy_j == pytest.approx(sum(r.energy_j + r.proposal["search"]["energy_j"]
                                                for r in recs))
         p.energy_j = 0.0
         for r in recs:
-            p.update(r)
-        p.close()
+            p(s, r)
+        p.on_end(s, "n_trials")
         p.close()
     text = buf.getvalue()
     assert "4/4" in text and "ecopt s" in text
@@ -59,7 +60,9 @@ def test_optimize_progress_goes_to_stderr_and_quiet_mode(tmp_path, capsys, monke
         assert capsys.readouterr().err == ""
         monkeypatch.setenv("ECOPT_QUIET", "1")
         monkeypatch.setattr("sys.stderr.isatty", lambda: True, raising=False)
-        assert Progress(s, 1)._bar is None
+        p = ProgressBar()
+        p.on_start(s, 1)
+        assert p._bar is None
 
 
 def test_no_energy_meter_says_na_and_logs_each_trial(caplog):

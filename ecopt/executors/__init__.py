@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ecopt import registry
 from ecopt.executors.base import TRIAL_TIMEOUT, WORKER_LOST, Executor, ExecutorLostError
 from ecopt.executors.local import LocalExecutor
 from ecopt.executors.overlap import overlapping_trials
@@ -26,35 +27,26 @@ __all__ = [
     "TRIAL_TIMEOUT",
 ]
 
-#: Names :func:`get_executor` understands.
-EXECUTOR_NAMES = ("local", "processes", "dask")
+#: Built-in names :func:`get_executor` understands (third-party ones come through
+#: :mod:`ecopt.registry`'s entry points).
+EXECUTOR_NAMES = tuple(registry.BUILTIN["executors"])
 
 
 def get_executor(spec: str | Executor = "local", **options: Any) -> Executor:
-    """An executor from a name or an instance.
+    """An executor from a name (:mod:`ecopt.registry`) or an instance.
 
     Args:
         spec: ``"local"`` (in-process, sequential), ``"processes"`` (a pool of
             local worker processes, one per core), ``"dask"`` (an embedded Dask
-            ``LocalCluster`` on 127.0.0.1) or an :class:`Executor`.
+            ``LocalCluster`` on 127.0.0.1), a name a package registered, or an
+            :class:`Executor`.
         **options: Passed to the executor's constructor (e.g. ``n_workers``,
             ``trial_timeout_s``).
 
     Raises:
         ValueError: for an unknown name.
     """
-    if isinstance(spec, Executor):
-        return spec
-    if spec == "local":
-        return LocalExecutor(**options)
-    if spec == "processes":
-        return ProcessExecutor(**options)
-    if spec == "dask":
-        from ecopt.executors.dask import DaskExecutor
-
-        return DaskExecutor(**options)
-    raise ValueError(f"unknown executor {spec!r}; expected one of {list(EXECUTOR_NAMES)} "
-                     "or an Executor instance")
+    return registry.create("executors", spec, base=Executor, **options)
 
 
 def __getattr__(name: str) -> Any:

@@ -71,13 +71,9 @@ def fault_outcome(trial: Trial, error_type: str, message: str, *, started_at: st
         duration_s: Seconds it ran (default: since it was asked).
         host, worker, device: Where it ran, when known.
     """
-    return TrialOutcome(
-        number=trial.number, returned=None, phases={}, metrics={}, noise={}, user_attrs={},
-        started_at=started_at or trial.started_at,
-        duration_s=trial.duration_s() if duration_s is None else float(duration_s),
-        error=ErrorInfo(error_type, message, ""), infeasible=False,
-        host=host, worker=worker, device=device,
-    )
+    return TrialOutcome.of(trial, error=ErrorInfo(error_type, message, ""),
+                           started_at=started_at or trial.started_at, duration_s=duration_s,
+                           host=host, worker=worker, device=device)
 
 
 _WORKER_METERS: dict[str, Any] = {}
@@ -106,11 +102,8 @@ def execute_trial(objective: Callable[[Trial], Any], trial: Trial, *, worker: st
             ``"auto"`` on a GPU worker of a driver that has no GPU) instead of
             the study's meter. Each measurement names the meter that made it.
     """
-    if meter is not None:
-        trial.meter = worker_meter(meter)
-    trial.started_at = _now_iso()
-    trial._t0 = time.perf_counter()  # the driver's clock means nothing here
-    out = run_objective(objective, trial)
+    out = run_objective(objective, trial, restart_clock=True,
+                        meter=worker_meter(meter) if meter is not None else None)
     return replace(out, host=out.host or socket.gethostname(),
                    worker=out.worker if worker is None else worker,
                    device=out.device if device is None else device)

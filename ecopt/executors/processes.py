@@ -29,7 +29,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -75,8 +75,7 @@ def _worker_main(conn: Any, device: str | None = None, meter: str | None = None,
         try:
             objective, trial = pickle.loads(payload)
         except Exception as exc:  # the objective's module is not importable here...
-            number = -1
-            out = TrialOutcome(number, None, {}, {}, {}, {}, "", 0.0, ErrorInfo(
+            out = TrialOutcome(number=-1, error=ErrorInfo(
                 type(exc).__name__,
                 f"the worker process could not unpickle the objective or trial: {exc}; "
                 "define the objective in a module the worker can import", ""),
@@ -86,12 +85,11 @@ def _worker_main(conn: Any, device: str | None = None, meter: str | None = None,
         try:
             data = pickle.dumps(out)
         except Exception as exc:
-            out = TrialOutcome(out.number, None, out.phases, out.metrics, out.noise, {},
-                               out.started_at, out.duration_s, ErrorInfo(
-                                   type(exc).__name__,
-                                   "the trial's result cannot be pickled back to the driver "
-                                   f"({exc}); return plain numbers and JSON-able user attrs", ""),
-                               host=out.host, worker=out.worker, device=out.device)
+            out = replace(out, returned=None, user_attrs={}, infeasible=False, pruned=False,
+                          error=ErrorInfo(
+                              type(exc).__name__,
+                              "the trial's result cannot be pickled back to the driver "
+                              f"({exc}); return plain numbers and JSON-able user attrs", ""))
             data = pickle.dumps(out)
         conn.send_bytes(data)
 
@@ -327,9 +325,9 @@ class ProcessExecutor(Executor):
         w.deadline = None
         w.trials_run += 1
         if outcome.number != job.trial.number:  # could not even unpickle the trial
-            outcome = TrialOutcome(job.trial.number, None, {}, {}, {}, {}, job.trial.started_at,
-                                   time.monotonic() - w.started, outcome.error,
-                                   host=outcome.host, worker=outcome.worker)
+            outcome = TrialOutcome.of(job.trial, error=outcome.error,
+                                      duration_s=time.monotonic() - w.started,
+                                      host=outcome.host, worker=outcome.worker)
         job.future.set_result(outcome)
         if self.max_trials_per_worker and w.trials_run >= self.max_trials_per_worker:
             self._workers.remove(w)

@@ -2,16 +2,21 @@
 
 ``get_meter(spec)`` turns a name (``"auto"``, ``"nvml"``, ``"rapl"``,
 ``"codecarbon"``, ``"estimate"``, ``"wallclock"``) or a :class:`Meter` instance
-into a meter. Heavy backends (NVML, CodeCarbon) are imported only when asked
-for. See docs/energy.md for how each meter measures and how "auto" chooses.
+into a meter, through :mod:`ecopt.registry` (where installed packages add
+their own meters by entry point). Heavy backends (NVML, CodeCarbon) are
+imported only when asked for. :class:`IdleSubtracted` wraps any meter to
+measure idle power once per study and subtract it. See docs/energy.md for how
+each meter measures and how "auto" chooses.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from ecopt import registry
 from ecopt.meters.base import ComponentEnergy, Measurement, Meter, WallClockMeter, WindowHandle
 from ecopt.meters.estimate import EstimateMeter
+from ecopt.meters.idle import IdleSubtracted
 
 __all__ = [
     "ComponentEnergy",
@@ -20,13 +25,15 @@ __all__ = [
     "WindowHandle",
     "WallClockMeter",
     "EstimateMeter",
+    "IdleSubtracted",
     "get_meter",
     "measure_idle",
     "METER_NAMES",
 ]
 
-#: Names ``get_meter`` understands.
-METER_NAMES = ("auto", "nvml", "rapl", "codecarbon", "estimate", "wallclock")
+#: Built-in names ``get_meter`` understands (third-party ones come through
+#: :mod:`ecopt.registry`'s entry points).
+METER_NAMES = tuple(registry.BUILTIN["meters"])
 
 
 def measure_idle(meter: Meter, seconds: float) -> dict[str, Any]:
@@ -37,10 +44,10 @@ def measure_idle(meter: Meter, seconds: float) -> dict[str, Any]:
 
 
 def get_meter(spec: str | Meter = "auto", **options: Any) -> Meter:
-    """Build a meter from a name, or pass a :class:`Meter` instance through.
+    """Build a meter from a name (:mod:`ecopt.registry`), or pass a :class:`Meter` instance through.
 
     Args:
-        spec: A meter name from :data:`METER_NAMES` or a ``Meter``.
+        spec: A meter name (:data:`METER_NAMES`, or one a package registered) or a ``Meter``.
         **options: Passed to the meter's constructor (for ``"auto"``:
             ``rapl_root``, ``warn`` and the estimate's options).
 
@@ -51,26 +58,4 @@ def get_meter(spec: str | Meter = "auto", **options: Any) -> Meter:
             message says how to fix it. ``"auto"`` never raises this: it warns
             and falls back (see :mod:`ecopt.meters.auto`).
     """
-    if isinstance(spec, Meter):
-        return spec
-    if spec == "estimate":
-        return EstimateMeter(**options)
-    if spec == "wallclock":
-        return WallClockMeter()
-    if spec == "auto":
-        from ecopt.meters.auto import build_auto
-
-        return build_auto(**options)
-    if spec == "nvml":
-        from ecopt.meters.nvml import NVMLMeter
-
-        return NVMLMeter(**options)
-    if spec == "rapl":
-        from ecopt.meters.rapl import RaplMeter
-
-        return RaplMeter(**options)
-    if spec == "codecarbon":
-        from ecopt.meters.codecarbon import CodeCarbonMeter
-
-        return CodeCarbonMeter(**options)
-    raise ValueError(f"unknown meter {spec!r}; expected one of {list(METER_NAMES)} or a Meter")
+    return registry.create("meters", spec, base=Meter, **options)

@@ -15,6 +15,7 @@ import itertools
 import threading
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -214,6 +215,22 @@ class Meter(ABC):
     def window_details(self) -> dict[str, Any]:
         """What each :class:`Measurement` records in ``details`` (default: :meth:`describe`)."""
         return self.describe()
+
+    def prepare(self, recorded: Mapping[str, Any]) -> dict[str, Any]:
+        """Called by a study once its storage is open, before its first trial.
+
+        A meter that measures something once per study (idle power:
+        :class:`~ecopt.meters.IdleSubtracted`) does it here, or takes it from
+        what earlier sessions recorded.
+
+        Args:
+            recorded: The study's ``study.json`` so far (empty for a new or an
+                in-memory study).
+
+        Returns:
+            Facts to keep in ``study.json`` (top-level keys; default: none).
+        """
+        return {}
 
     def close(self) -> None:
         """Release resources (threads, library handles). Safe to call twice."""

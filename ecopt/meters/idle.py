@@ -1,9 +1,12 @@
 """Idle power: measure it once per study, and optionally subtract it from every window.
 
 ``measure_idle(meter, seconds)`` opens one window while the process sleeps and
-returns the average power of each component. :class:`IdleSubtractingMeter`
-wraps a meter and subtracts ``idle power x window duration`` from each
-component (never below zero), keeping the raw joules next to the net ones:
+returns the average power of each component. :class:`IdleSubtracted` is the
+meter a study uses for it (``meter=IdleSubtracted("auto", idle_s=5)``): it
+measures idle power when the study opens (once per study: a re-opened study
+reuses its record) and subtracts ``idle power x window duration`` from each
+component (never below zero), keeping the raw joules next to the net ones
+(:class:`IdleSubtractingMeter` does the same with a record given):
 
 * ``ComponentEnergy.energy_j`` is the **net** energy; its ``note`` states the
   raw joules and the idle power subtracted;
@@ -23,12 +26,13 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
 from ecopt.meters.base import ComponentEnergy, Measurement, Meter, WindowHandle
 
-__all__ = ["measure_idle", "IdleSubtractingMeter"]
+__all__ = ["measure_idle", "IdleSubtracted", "IdleSubtractingMeter", "subtract_idle"]
 
 
 def measure_idle(meter: Meter, seconds: float) -> dict[str, Any]:
@@ -125,36 +129,89 @@ def subtract_idle(m: Measurement, idle: dict[str, Any]) -> Measurement:
     return replace(m, components=comps, extras=extras, details=details)
 
 
-def setup_study_idle(meter: Meter, spec: dict[str, Any], idle_s: float, subtract_idle: bool
-                     ) -> tuple[Meter, dict[str, Any] | None]:
-    """What ``Study(idle_s=..., subtract_idle=...)`` does with idle power.
+class IdleSubtracted(Meter):
+    """A meter whose study measures idle power once and subtracts it from every window.
 
-    Measures idle power for ``idle_s`` seconds unless ``spec`` (a resumed
-    study's ``study.json``) already holds a record from the same meter, and
-    wraps ``meter`` in :class:`IdleSubtractingMeter` when ``subtract_idle``.
+    The idle power is measured for ``idle_s`` seconds when the study opens
+    (:meth:`prepare`), or taken from the study's ``study.json`` when an earlier
+    session measured it with the same meter; the record is kept there under
+    ``"idle"`` (with ``subtracted``). Every window then has ``idle power x
+    duration`` subtracted per component, never below zero, with the raw
+    joules kept (:func:`subtract_idle`). Used without a study, it measures
+    idle power before its first window.
 
-    Returns:
-        ``(meter to use, idle record or None)``; the record carries
-        ``subtracted: bool`` and goes into ``study.json`` under ``"idle"``.
+    Args:
+        meter: The meter that measures (a name or a :class:`~ecopt.Meter`;
+            default ``"auto"``).
+        idle_s: Seconds to measure idle power (a few; ``0``: only reuse a
+            recorded measurement).
+        subtract: Subtract it (default); ``False`` only measures and records it.
 
     Raises:
-        ValueError: for a negative or non-finite ``idle_s``, or
-            ``subtract_idle`` with nothing to subtract.
+        ValueError: for a negative or non-finite ``idle_s``; when the study
+            opens, for ``subtract`` with nothing to subtract (``idle_s=0`` and
+            no record).
+
+    Example:
+        >>> study = ecopt.Study(space, objectives, storage="runs/gpu",
+        ...                     meter=ecopt.meters.IdleSubtracted("nvml", idle_s=5))
     """
-    if isinstance(idle_s, bool) or not isinstance(idle_s, (int, float)) \
-            or not math.isfinite(idle_s) or idle_s < 0:
-        raise ValueError(f"idle_s must be a finite number >= 0, got {idle_s!r}")
-    old = spec.get("idle") if isinstance(spec.get("idle"), dict) else None
-    if old is not None and old.get("meter") != meter.name:
-        old = None  # measured with another meter: not comparable
-    if idle_s > 0 and old is None:
-        idle: dict[str, Any] | None = measure_idle(meter, float(idle_s))
-    else:
-        idle = dict(old) if old is not None else None
-    if subtract_idle and idle is None:
-        raise ValueError("subtract_idle=True needs an idle measurement: pass idle_s > 0 "
-                         "(a few seconds), got idle_s=0 and none recorded in the study")
-    if idle is None:
-        return meter, None
-    idle["subtracted"] = bool(subtract_idle)
-    return (IdleSubtractingMeter(meter, idle) if subtract_idle else meter), idle
+
+    def __init__(self, meter: str | Meter = "auto", *, idle_s: float = 5.0,
+                 subtract: bool = True) -> None:
+        super().__init__()
+        if isinstance(idle_s, bool) or not isinstance(idle_s, (int, float)) \
+                or not math.isfinite(idle_s) or idle_s < 0:
+            raise ValueError(f"idle_s must be a finite number >= 0, got {idle_s!r}")
+        if not isinstance(subtract, bool):
+            raise ValueError(f"subtract must be True or False, got {subtract!r}")
+        from ecopt.meters import get_meter
+
+        self.inner = get_meter(meter)
+        self.idle_s = float(idle_s)
+        self.subtract = subtract
+        #: The idle record in use (``None`` until measured or restored).
+        self.idle: dict[str, Any] | None = None
+        self.name = self.inner.name
+
+    def prepare(self, recorded: Mapping[str, Any]) -> dict[str, Any]:
+        old = recorded.get("idle")
+        if not isinstance(old, dict) or old.get("meter") != self.inner.name:
+            old = None  # none, or measured with another meter: not comparable
+        if old is not None:
+            idle = dict(old)
+        elif self.idle_s > 0:
+            idle = measure_idle(self.inner, self.idle_s)
+        elif self.subtract:
+            raise ValueError("subtracting idle power needs an idle measurement: pass idle_s > 0 "
+                             "(a few seconds), got idle_s=0 and none recorded in the study")
+        else:
+            return {}
+        idle["subtracted"] = self.subtract
+        self.idle = idle
+        return {"idle": dict(idle)}
+
+    def start(self) -> WindowHandle:
+        if self.idle is None and self.idle_s > 0:
+            self.prepare({})  # used on its own: measure before the first window
+        return self.inner.start()
+
+    def stop(self, handle: WindowHandle) -> Measurement:
+        m = self.inner.stop(handle)
+        return subtract_idle(m, self.idle) if self.subtract and self.idle is not None else m
+
+    def _start(self) -> Any:  # pragma: no cover - start/stop delegate to the inner meter
+        raise NotImplementedError
+
+    def _stop(self, state: Any, duration_s: float) -> dict[str, ComponentEnergy]:  # pragma: no cover
+        raise NotImplementedError
+
+    def describe(self) -> dict[str, Any]:
+        d = dict(self.inner.describe())
+        if self.subtract and self.idle is not None:
+            d["idle_subtracted"] = True
+            d["idle_power_w"] = self.idle.get("power_w")
+        return d
+
+    def close(self) -> None:
+        self.inner.close()

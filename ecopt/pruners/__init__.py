@@ -14,33 +14,29 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from ecopt import registry
 from ecopt.pruners.base import Decision, NopPruner, Pruner
 
 __all__ = ["Pruner", "Decision", "NopPruner", "HyperbandPruner", "DominancePruner",
            "get_pruner", "PRUNERS"]
 
-#: Pruner names accepted by ``Study(pruner=...)`` -> (module, class).
+#: Built-in pruner names accepted by ``Study(pruner=...)`` -> (module, class); third-party
+#: ones come through :mod:`ecopt.registry`'s entry points.
 PRUNERS: dict[str, tuple[str, str]] = {
-    "none": ("ecopt.pruners.base", "NopPruner"),
-    "hyperband": ("ecopt.pruners.hyperband", "HyperbandPruner"),
-    "dominance": ("ecopt.pruners.dominance", "DominancePruner"),
+    name: tuple(path.split(":"))  # type: ignore[misc]
+    for name, path in registry.BUILTIN["pruners"].items()
 }
 
 
 def get_pruner(spec: str | Pruner | None) -> Pruner | None:
-    """A pruner by name, an instance passed through, or ``None`` for no pruning.
+    """A pruner by name (:mod:`ecopt.registry`), an instance passed through, or ``None``.
 
     Raises:
         ValueError: for an unknown name or an object that is not a :class:`Pruner`.
     """
-    if spec is None or isinstance(spec, Pruner):
-        return spec
-    if isinstance(spec, str) and spec in PRUNERS:
-        module, cls = PRUNERS[spec]
-        pruner: Pruner = getattr(importlib.import_module(module), cls)()
-        return pruner
-    raise ValueError(f"pruner must be None, a name in {sorted(PRUNERS)} or an "
-                     f"ecopt.pruners.Pruner, got {spec!r}")
+    if spec is None:
+        return None
+    return registry.create("pruners", spec, base=Pruner)
 
 
 def __getattr__(name: str) -> Any:

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from ecopt.objective import Constraint, Objective
     from ecopt.trial import Trial, TrialRecord
 
-__all__ = ["Pruner", "Decision", "NopPruner"]
+__all__ = ["Pruner", "Decision", "NopPruner", "PruningHook"]
 
 
 @dataclass(frozen=True)
@@ -84,6 +84,34 @@ class Pruner(ABC):
         return {"name": self.name, **{k: v for k, v in vars(self).items()
                                       if not k.startswith("_") and k not in
                                       ("objectives", "constraints")}}
+
+
+class PruningHook:
+    """A pruner bound to a study's finished trials: what a live trial's ``should_stop`` asks.
+
+    ``hook(trial)`` is ``pruner.decide(trial, history)``. In the driver's
+    process ``history`` is the study's own growing list of finished trials;
+    pickled (a trial sent to a worker process), a snapshot of it travels.
+
+    Args:
+        pruner: The pruner.
+        history: The study's finished trials.
+    """
+
+    def __init__(self, pruner: Pruner, history: Sequence[TrialRecord]) -> None:
+        self.pruner = pruner
+        self.history = history
+
+    @property
+    def label(self) -> str:
+        """The pruner's class name (for warnings)."""
+        return type(self.pruner).__name__
+
+    def __call__(self, trial: Trial) -> Decision:
+        return self.pruner.decide(trial, self.history)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"pruner": self.pruner, "history": list(self.history)}
 
 
 def check_int(name: str, value: Any, low: int) -> None:

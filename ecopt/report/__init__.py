@@ -5,8 +5,8 @@ in the order data flows (Optuna's ``visualization/`` is the model):
 
 * :mod:`ecopt.report.data`: what a report shows, computed (front, hypervolume
   series, per-phase energy and its provenance, payback); no drawing.
-* :mod:`ecopt.report.frames`: trial records as pandas DataFrames.
-* :mod:`ecopt.report.fmt`: the one number-formatting rule.
+* :mod:`ecopt.frames`: trial records as pandas DataFrames.
+* :mod:`ecopt.fmt`: the one number-formatting rule.
 * :mod:`ecopt.report.figures`: matplotlib figures of that data (public as
   :mod:`ecopt.plot`).
 * :mod:`ecopt.report.html`: the self-contained HTML report.
@@ -45,7 +45,7 @@ from ecopt.report.data import (
     open_study,
 )
 from ecopt.report import data
-from ecopt.report.fmt import fmt_number
+from ecopt.fmt import fmt_number
 
 __all__ = ["fmt_number", "write_report", "render_html", "show_text"]
 __all__ += data.__all__

@@ -29,8 +29,15 @@ from pathlib import Path
 from typing import Any
 
 from ecopt.errors import EcoptError
-from ecopt.report.fmt import fmt_number
-from ecopt.report.data import ReportData, axis_values, build_compare, build_report, check_axis
+from ecopt.fmt import fmt_number
+from ecopt.report.data import (
+    ReportData,
+    axis_values,
+    build_compare,
+    build_report,
+    check_axis,
+    fallback_line,
+)
 
 __all__ = ["report_main", "plot_main", "compare_main", "show_main"]
 
@@ -119,7 +126,7 @@ def _done(cmd: str, args: argparse.Namespace, warnings: Sequence[str]) -> int:
 @_guarded("report")
 def report_main(args: argparse.Namespace) -> int:
     """``ecopt report RUN_DIR [--out FILE.html] [--png DIR] [--baseline TRIAL]``."""
-    from ecopt.report_html import write_report
+    from ecopt.report.html import write_report
 
     data = build_report(args.run_dir, baseline=getattr(args, "baseline", None),
                         phase=getattr(args, "phase", None),
@@ -227,16 +234,6 @@ def compare_main(args: argparse.Namespace) -> int:
 
 #: Stands where the Sobol-fallback line goes until the text is cleaned (then coloured).
 _FALLBACK_SLOT = "@@ecopt-fallback-line@@"
-
-
-def fallback_line(data: ReportData) -> str | None:
-    """``"k of n proposals fell back to Sobol ..."``, or ``None`` when none did."""
-    k = len(data.sobol_fallbacks)
-    if not k:
-        return None
-    nums = ", ".join(map(str, data.sobol_fallbacks[:10])) + (" ..." if k > 10 else "")
-    return (f"{k} of {data.model_proposals} proposals fell back to Sobol (the model-based "
-            f"sampler failed; trials {nums}; the reason is in each trial's proposal notes)")
 
 
 def show_text(data: ReportData, color: bool = False) -> str:

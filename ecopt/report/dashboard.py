@@ -16,6 +16,13 @@ modification time). A line the writer is still appending is a torn last
 line: it is skipped (and not shown as a problem: it is complete at the next
 refresh).
 
+What it sends: the page's first request gets the full state; after that the
+page says which version it holds and gets only what changed
+(:class:`DashboardFeed`, :func:`state_changes`): the new rows of the trials
+table, the new points of each chart, and the small blocks that changed, so a
+refresh of a 50,000-trial study sends about as much as one of a 50-trial
+study (docs/benchmarks.md, "Costs that do not grow with the log").
+
 Security: the server binds ``127.0.0.1`` only (there is no option to bind
 another address), answers only ``GET``/``HEAD``, and only for the hosts
 ``127.0.0.1`` and ``localhost`` (a page elsewhere cannot reach it through DNS
@@ -55,14 +62,16 @@ import socket
 import threading
 import time
 import warnings
+from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ecopt._version import __version__
 from ecopt.errors import EcoptError, NotAStudyError
+from ecopt.fmt import fmt_number
 from ecopt.report.data import ReportData, axis_values, build_report
-from ecopt.report.fmt import fmt_number
 from ecopt.report.html import (
     _CSS,
     _badge,
@@ -70,20 +79,19 @@ from ecopt.report.html import (
     _cell,
     _e,
     _front_table,
-    _row,
     _summary,
     _th,
 )
 from ecopt.storage import RUNNING_FILE, STUDY_FILE, TRIALS_FILE
-from ecopt.trial import TrialRecord
+from ecopt.trial import TrialRecord, TrialState
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import Response
 
-__all__ = ["HOST", "CSP", "dashboard_state", "create_app", "DashboardServer", "serve",
-           "dashboard_main"]
+__all__ = ["HOST", "CSP", "dashboard_state", "state_changes", "DashboardFeed", "Snapshot",
+           "create_app", "DashboardServer", "serve", "dashboard_main"]
 
 #: The only address the dashboard listens on.
 HOST = "127.0.0.1"
@@ -124,9 +132,9 @@ def log_version(study_dir: str | os.PathLike[str]) -> str:
     return hashlib.sha1("|".join(parts).encode()).hexdigest()[:16]
 
 
-def _hover(data: ReportData, r: TrialRecord) -> str:
+def _hover(data: ReportData, r: TrialRecord, kind: str | None = None) -> str:
     """Hover text of one trial: escaped (Plotly renders a few HTML tags in text)."""
-    lines = [f"trial {r.number} ({data.kind(r)})"]
+    lines = [f"trial {r.number} ({data.kind(r) if kind is None else kind})"]
     lines += [f"{k} = {v}" for k, v in r.params.items()]
     for k, v in r.values.items():
         lines.append(f"{k} = {fmt_number(v)}")
@@ -152,31 +160,42 @@ def _layout(title: str, x: str, y: str, **extra: Any) -> dict[str, Any]:
 
 
 def front_figure(data: ReportData) -> dict[str, Any]:
-    """The Pareto front as a Plotly figure (``{"data": [...], "layout": {...}}``)."""
+    """The Pareto front as a Plotly figure (``{"data": [...], "layout": {...}}``).
+
+    Every complete trial is in the ``complete`` trace (the front too, drawn
+    again on top in the ``front`` trace with its staircase), so that the
+    traces of trials only grow as the log grows (a refresh then sends the new
+    points: :func:`state_changes`); each trace has a ``uid``.
+    """
     x, y = _axes(data)
     groups: dict[str, list[TrialRecord]] = {}
+    front: list[TrialRecord] = []
     for r in data.records:
         kind = data.kind(r)
         if kind in ("front", "complete", "violates constraints", "pruned"):
             xv, yv = axis_values(data, x, r), axis_values(data, y, r)
             if math.isfinite(xv) and math.isfinite(yv):
-                groups.setdefault(kind, []).append(r)
+                groups.setdefault("pruned" if kind == "pruned" else "violates constraints"
+                                  if kind == "violates constraints" else "complete", []).append(r)
+                if kind == "front":
+                    front.append(r)
+    groups["front"] = sorted(front, key=lambda r: axis_values(data, x, r))
     traces: list[dict[str, Any]] = []
     symbols = {"complete": "circle", "violates constraints": "square-open",
                "pruned": "circle-open", "front": "circle"}
+    direction = next((o.direction for o in data.objectives if o.name == x), "max")
     for kind in ("complete", "violates constraints", "pruned", "front"):
         recs = groups.get(kind, [])
         if not recs:
             continue
-        if kind == "front":
-            recs = sorted(recs, key=lambda r: axis_values(data, x, r))
-        direction = next((o.direction for o in data.objectives if o.name == x), "max")
         traces.append({
-            "type": "scatter", "name": _e(f"{kind} ({len(recs)})"),
+            "type": "scatter", "uid": kind, "name": _e(f"{kind} ({len(recs)})"),
             "mode": "lines+markers" if kind == "front" and len(recs) > 1 else "markers",
             "x": [axis_values(data, x, r) for r in recs],
             "y": [axis_values(data, y, r) for r in recs],
-            "hovertext": [_hover(data, r) for r in recs], "hoverinfo": "text",
+            "hovertext": [_hover(data, r, "front" if kind == "front" else r.state.value
+                                 if kind == "complete" else kind) for r in recs],
+            "hoverinfo": "text",
             "marker": {"color": _COLORS[kind], "symbol": symbols[kind],
                        "size": 10 if kind == "front" else 7},
             # The staircase bounding what the front dominates (see figures.pareto).
@@ -185,7 +204,8 @@ def front_figure(data: ReportData) -> dict[str, Any]:
     if data.reference_point is not None and x in data.objective_names \
             and y in data.objective_names:
         ref = dict(zip(data.objective_names, data.reference_point))
-        traces.append({"type": "scatter", "mode": "markers", "name": "reference point",
+        traces.append({"type": "scatter", "uid": "ref", "mode": "markers",
+                       "name": "reference point",
                        "x": [ref[x]], "y": [ref[y]], "hoverinfo": "name",
                        "marker": {"color": _COLORS["ref"], "symbol": "cross-thin-open",
                                   "size": 12, "line": {"width": 2, "color": _COLORS["ref"]}}})
@@ -201,13 +221,15 @@ def hypervolume_figures(data: ReportData) -> tuple[dict[str, Any], dict[str, Any
     line = {"color": "#2a6fb0", "shape": "hv"}
     hover = [_e(f"trial {p.trial}: hypervolume {fmt_number(p.hypervolume)}, "
                 f"{fmt_number(p.cumulative_energy_j)} J{est} spent") for p in s]
-    by_trials = {"data": [{"type": "scatter", "mode": "lines+markers", "name": "hypervolume",
+    by_trials = {"data": [{"type": "scatter", "uid": "hv", "mode": "lines+markers",
+                           "name": "hypervolume",
                            "x": [p.n_trials for p in s], "y": [p.hypervolume for p in s],
                            "hovertext": hover, "hoverinfo": "text", "line": line,
                            "marker": {"size": 5}}],
                  "layout": _layout("Hypervolume over trials", "trials finished", "hypervolume",
                                    showlegend=False)}
-    by_energy = {"data": [{"type": "scatter", "mode": "lines+markers", "name": "hypervolume",
+    by_energy = {"data": [{"type": "scatter", "uid": "hv", "mode": "lines+markers",
+                           "name": "hypervolume",
                            "x": [p.cumulative_energy_j for p in s],
                            "y": [p.hypervolume for p in s], "hovertext": hover,
                            "hoverinfo": "text", "line": line, "marker": {"size": 5}}],
@@ -227,8 +249,8 @@ def _sources(r: TrialRecord) -> str:
     return ";".join(seen)
 
 
-def trials_table(data: ReportData) -> str:
-    """Every trial, newest first: state, params, objectives, energy with its kind and sources."""
+def _trial_rows(data: ReportData) -> tuple[str, list[tuple[int, str]]]:
+    """The head and the rows (``(number, <tr>)``, newest first) of the all-trials table."""
     params: list[str] = list(data.spec.get("space", {}) or {})
     for r in data.records:
         for k in r.params:
@@ -236,11 +258,13 @@ def trials_table(data: ReportData) -> str:
                 params.append(k)
     objs = data.objective_names
     est = " (estimated)" if data.energy_estimated else ""
-    head = (["trial", "state", "proposed by"] + params + objs
-            + [f"energy (J){est}", "energy sources", "duration (s)", "error"])
+    head = _th(["trial", "state", "proposed by"] + params + objs
+               + [f"energy (J){est}", "energy sources", "duration (s)", "error"])
+    on_front = set(data.front)
     rows = []
     for r in sorted(data.records, key=lambda r: -r.number):
-        kind = data.kind(r)
+        kind = "front" if r.number in on_front and r.state is TrialState.COMPLETE \
+            and r.feasible else data.kind(r)
         energy = (f'<td class="num">{_e(fmt_number(r.energy_j))} {_badge(r.measured)}</td>'
                   if r.phases else '<td class="muted">-</td>')
         err = f"{r.error.type}: {r.error.message}" if r.error else ""
@@ -250,9 +274,20 @@ def trials_table(data: ReportData) -> str:
         cells += [_cell(r.values.get(o)) for o in objs]
         cells += [energy, f'<td class="src">{_e(_sources(r) or "-")}</td>',
                   _cell(r.duration_s), _cell(err)]
-        rows.append(_row(cells, "front" if kind == "front" else ""))
-    return (f'<div class="scroll"><table id="trials-table">{_th(head)}{"".join(rows)}'
-            "</table></div>")
+        klass = ' class="front"' if kind == "front" else ""
+        rows.append((r.number, f'<tr id="trial-{r.number}" data-n="{r.number}"{klass}>'
+                     + "".join(cells) + "</tr>"))
+    return head, rows
+
+
+def _table(head: str, rows: Sequence[tuple[int, str]]) -> str:
+    return (f'<div class="scroll"><table id="trials-table"><thead>{head}</thead><tbody>'
+            f'{"".join(html for _, html in rows)}</tbody></table></div>')
+
+
+def trials_table(data: ReportData) -> str:
+    """Every trial, newest first: state, params, objectives, energy with its kind and sources."""
+    return _table(*_trial_rows(data))
 
 
 def _running(data: ReportData) -> str:
@@ -274,28 +309,30 @@ def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def dashboard_state(study_dir: str | os.PathLike[str]) -> dict[str, Any]:
-    """Everything one refresh of the page shows, as JSON-able data.
+@dataclass
+class Snapshot:
+    """One refresh of the page: the full state, and its trial rows by number (for deltas)."""
 
-    Returns:
-        ``{"version", "checked_at", "name", "n_trials", "title", "html": {element id:
-        escaped HTML}, "figures": {element id: Plotly figure}}``; while the
-        directory holds no study yet, ``{"version", "checked_at", "waiting":
-        message}``.
-    """
+    state: dict[str, Any]
+    head: str = ""
+    rows: dict[int, str] = field(default_factory=dict)
+
+
+def _snapshot(study_dir: str | os.PathLike[str]) -> Snapshot:
     version = log_version(study_dir)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             data = build_report(Path(study_dir))
     except NotAStudyError as exc:
-        return {"version": version, "checked_at": _now(),
-                "waiting": f"waiting for a study in {study_dir}: {exc}"}
+        return Snapshot({"version": version, "checked_at": _now(),
+                         "waiting": f"waiting for a study in {study_dir}: {exc}"})
     # A torn last line is the writer's append in progress: complete at the next refresh.
     shown = [w for w in data.warnings if "torn last line" not in w]
     front_fig = front_figure(data)
     hv_trials, hv_energy = hypervolume_figures(data)
-    return {
+    head, rows = _trial_rows(data)
+    state = {
         "version": version,
         "checked_at": _now(),
         "name": data.name,
@@ -307,29 +344,143 @@ def dashboard_state(study_dir: str | os.PathLike[str]) -> dict[str, Any]:
             "summary": _summary(data),
             "running": _running(data),
             "front-table": _front_table(data),
-            "trials": trials_table(data),
+            "trials": _table(head, rows),
         },
         "figures": {"fig-front": front_fig, "fig-hv-trials": hv_trials,
                     "fig-hv-energy": hv_energy},
     }
+    return Snapshot(state, head, dict(rows))
 
 
-class _StateCache:
-    """The last state, rebuilt only when the log files changed (thread-safe)."""
+def dashboard_state(study_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    """Everything one refresh of the page shows, as JSON-able data.
 
-    def __init__(self, study_dir: Path) -> None:
-        self.study_dir = study_dir
+    Returns:
+        ``{"version", "checked_at", "name", "n_trials", "title", "html": {element id:
+        escaped HTML}, "figures": {element id: Plotly figure}}``; while the
+        directory holds no study yet, ``{"version", "checked_at", "waiting":
+        message}``.
+    """
+    return _snapshot(study_dir).state
+
+
+_ARRAYS = ("x", "y", "hovertext")
+
+
+def _trace_change(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any] | None:
+    """How a trace changed: ``None`` (not at all), new points and name, or the whole trace."""
+    if old is None:
+        return {"uid": new["uid"], "trace": new}
+    if old == new:
+        return None
+    rest = [k for k in set(old) | set(new) if k not in _ARRAYS and k != "name"]
+    grown = all(old.get(k) == new.get(k) for k in rest) and all(
+        isinstance(new.get(k), list) and isinstance(old.get(k), list)
+        and new[k][:len(old[k])] == old[k] for k in _ARRAYS if k in new or k in old)
+    if not grown:
+        return {"uid": new["uid"], "trace": new}
+    change: dict[str, Any] = {"uid": new["uid"]}
+    tails = {k: new[k][len(old[k]):] for k in _ARRAYS if k in new}
+    if any(tails.values()):
+        change["extend"] = tails
+    if old.get("name") != new.get("name"):
+        change["name"] = new.get("name")
+    return change
+
+
+def state_changes(old: Snapshot, new: Snapshot) -> dict[str, Any] | None:
+    """What changed from ``old`` to ``new``, keyed by element, trace and trial number.
+
+    A trial log only grows, so a refresh mostly adds trials: the delta holds
+    the new rows of the trials table (and the rows whose front membership
+    changed), the new points of each chart's traces (a trace that changed
+    otherwise, e.g. the front's staircase, whole), and the small HTML blocks
+    and layouts that changed. Its size grows with the change, not with the
+    study.
+
+    Returns:
+        ``{"version", "since", "changes": True, "checked_at", "name", "n_trials",
+        "title", "html": {id: HTML}, "rows": {"add": [[number, <tr>], ...],
+        "replace": [[number, <tr>], ...]}, "figures": {id: {"order": [uid, ...],
+        "traces": [change, ...], "layout": ...}}}``, or ``None`` when only a full
+        state can say it (no study before or now, a changed table head, a
+        trial gone).
+    """
+    a, b = old.state, new.state
+    if "waiting" in a or "waiting" in b or old.head != new.head \
+            or not set(old.rows) <= set(new.rows):
+        return None
+    out: dict[str, Any] = {"version": b["version"], "since": a["version"], "changes": True,
+                           "checked_at": b["checked_at"], "name": b["name"],
+                           "n_trials": b["n_trials"], "title": b["title"]}
+    out["html"] = {k: v for k, v in b["html"].items()
+                   if k != "trials" and a["html"].get(k) != v}
+    out["rows"] = {
+        "add": [[n, html] for n, html in new.rows.items() if n not in old.rows],
+        "replace": [[n, new.rows[n]] for n, html in old.rows.items() if new.rows[n] != html]}
+    figures: dict[str, Any] = {}
+    for fid, fig in b["figures"].items():
+        before = {t.get("uid"): t for t in a["figures"].get(fid, {}).get("data", [])}
+        traces = [c for t in fig["data"] if (c := _trace_change(before.get(t.get("uid")), t))]
+        order = [t.get("uid") for t in fig["data"]]
+        change: dict[str, Any] = {}
+        if traces:
+            change["traces"] = traces
+        if order != list(before):
+            change["order"] = order
+        if fig["layout"] != a["figures"].get(fid, {}).get("layout"):
+            change["layout"] = fig["layout"]
+        if change:
+            change.setdefault("order", order)
+            figures[fid] = change
+    out["figures"] = figures
+    return out
+
+
+class DashboardFeed:
+    """What the page is sent at each refresh: the full state first, then only the changes.
+
+    The log is re-read only when one of its files changed; the last few
+    states are kept, so a page that says which version it has (``since``)
+    gets :func:`state_changes` from it (or ``{"unchanged": True}``), and a
+    page that has none, or one too old, gets the full state. Thread-safe.
+
+    Args:
+        study_dir: The study directory.
+        keep: How many past versions a page can ask changes from.
+    """
+
+    def __init__(self, study_dir: str | os.PathLike[str], keep: int = 3) -> None:
+        self.study_dir = Path(study_dir)
+        self.keep = keep
         self._lock = threading.Lock()
-        self._state: dict[str, Any] | None = None
+        self._snapshots: OrderedDict[str, Snapshot] = OrderedDict()
 
-    def get(self) -> dict[str, Any]:
+    def latest(self) -> Snapshot:
+        """The state now (rebuilt when the log changed)."""
         with self._lock:
             version = log_version(self.study_dir)
-            if self._state is None or self._state["version"] != version:
-                self._state = dashboard_state(self.study_dir)
-            else:
-                self._state = {**self._state, "checked_at": _now()}
-            return self._state
+            last = next(reversed(self._snapshots.values()), None)
+            if last is None or last.state["version"] != version:
+                last = _snapshot(self.study_dir)
+                self._snapshots[last.state["version"]] = last
+                self._snapshots.move_to_end(last.state["version"])
+                while len(self._snapshots) > self.keep:
+                    self._snapshots.popitem(last=False)
+            return last
+
+    def changes(self, since: str | None = None) -> dict[str, Any]:
+        """The reply to a page that holds version ``since`` (``None``: nothing yet)."""
+        last = self.latest()
+        now = last.state["version"]
+        if since == now:
+            return {"version": now, "checked_at": _now(), "unchanged": True}
+        with self._lock:
+            base = self._snapshots.get(since) if since is not None else None
+        delta = state_changes(base, last) if base is not None else None
+        if delta is None:
+            return {**last.state, "checked_at": _now()}
+        return delta
 
 
 # ---------------------------------------------------------------------------
@@ -408,7 +559,7 @@ def create_app(study_dir: str | os.PathLike[str], refresh_s: float = 2.0) -> Sta
         raise EcoptError("ecopt dashboard needs Starlette and uvicorn: "
                          "pip install 'ecopt[dashboard]'") from exc
     root = Path(study_dir)
-    cache = _StateCache(root)
+    feed = DashboardFeed(root)
     plotly_js = _plotly_js()
     own_js = importlib.resources.files("ecopt.report") / "static" / "dashboard.js"
     headers = {"Content-Security-Policy": CSP_HEADER, "X-Content-Type-Options": "nosniff",
@@ -416,14 +567,10 @@ def create_app(study_dir: str | os.PathLike[str], refresh_s: float = 2.0) -> Sta
                "Cache-Control": "no-store"}
 
     def page(request: Request) -> Response:
-        return HTMLResponse(_page(cache.get(), refresh_s, root), headers=headers)
+        return HTMLResponse(_page(feed.latest().state, refresh_s, root), headers=headers)
 
     def state(request: Request) -> Response:
-        st = cache.get()
-        if request.query_params.get("since") == st["version"]:
-            return JSONResponse({"version": st["version"], "checked_at": st["checked_at"],
-                                 "unchanged": True}, headers=headers)
-        return JSONResponse(st, headers=headers)
+        return JSONResponse(feed.changes(request.query_params.get("since")), headers=headers)
 
     def script(request: Request) -> Response:
         h = {**headers, "Cache-Control": "max-age=3600"}

@@ -1,7 +1,7 @@
 """Report data: everything a report shows, computed from a study directory alone.
 
 This module only computes (no matplotlib, no HTML); :mod:`ecopt.plot` draws
-its objects and :mod:`ecopt.report_html` lays them out. A report is a pure
+its objects and :mod:`ecopt.report.html` lays them out. A report is a pure
 function of ``study.json`` + ``trials.jsonl`` (or of a live :class:`~ecopt.Study`).
 
 What is computed:
@@ -50,7 +50,7 @@ from ecopt import pareto
 from ecopt._search import proposal_energy_j, unbilled_windows
 from ecopt._search import search_energy_j as _window_j
 from ecopt.objective import Constraint, Objective
-from ecopt.report.fmt import fmt_number
+from ecopt.fmt import fmt_number
 from ecopt.trial import TrialRecord, TrialState
 
 if TYPE_CHECKING:
@@ -878,6 +878,16 @@ def build_report(source: Study | str | Path, *, baseline: int | None = None,
 # ---------------------------------------------------------------------------
 # axes
 # ---------------------------------------------------------------------------
+
+
+def fallback_line(data: ReportData) -> str | None:
+    """``"k of n proposals fell back to Sobol ..."``, or ``None`` when none did."""
+    k = len(data.sobol_fallbacks)
+    if not k:
+        return None
+    nums = ", ".join(map(str, data.sobol_fallbacks[:10])) + (" ..." if k > 10 else "")
+    return (f"{k} of {data.model_proposals} proposals fell back to Sobol (the model-based "
+            f"sampler failed; trials {nums}; the reason is in each trial's proposal notes)")
 
 
 def axis_names(data: ReportData) -> list[str]:

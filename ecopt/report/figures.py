@@ -43,7 +43,7 @@ except ImportError as _exc:  # pragma: no cover - matplotlib is in the [plot] ex
     raise ImportError("ecopt.plot needs matplotlib: pip install 'ecopt[plot]'") from _exc
 
 from ecopt import pareto as _pareto
-from ecopt.report.fmt import fmt_number
+from ecopt.fmt import fmt_number
 from ecopt.report.data import (
     CompareData,
     ReportData,

@@ -8,7 +8,7 @@ metric names, error messages, host facts) goes through :func:`html.escape`,
 so a crafted ``trials.jsonl`` cannot put markup or script into the page.
 
 Example:
-    >>> from ecopt.report_html import write_report
+    >>> from ecopt.report.html import write_report
     >>> path, data = write_report("runs/quickstart", baseline=0)
 """
 
@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ecopt._version import __version__
-from ecopt.report.data import ReportData, build_report
-from ecopt.report.fmt import fmt_number
+from ecopt.report.data import ReportData, build_report, fallback_line
+from ecopt.fmt import fmt_number
 from ecopt.trial import TrialRecord
 
 if TYPE_CHECKING:
@@ -136,8 +136,6 @@ def _banner(data: ReportData) -> str:
 
 
 def _fallbacks(data: ReportData) -> str:
-    from ecopt.report.cli import fallback_line
-
     line = fallback_line(data)
     return f'<p class="fallback" id="sobol-fallbacks">{_e(line)}</p>' if line else ""
 

@@ -84,6 +84,6 @@ def live_callback() -> LiveFront | None:
         warnings.warn("optimize(live=True) redraws the front in a Jupyter notebook; this is not "
                       "one (no IPython kernel), so live=True does nothing here: use "
                       "`ecopt dashboard DIR` for a live page of a study with storage",
-                      RuntimeWarning, stacklevel=3)
+                      RuntimeWarning, stacklevel=5)
         return None
     return LiveFront()

@@ -1,13 +1,15 @@
 """Samplers: who proposes the next trials.
 
-``get_sampler(spec)`` turns a name into a sampler (or passes an instance
-through). BoTorch is imported only when a model-based sampler proposes.
+``get_sampler(spec)`` turns a name into a sampler through :mod:`ecopt.registry`
+(or passes an instance through). BoTorch is imported only when a
+model-based sampler proposes.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from ecopt import registry
 from ecopt.samplers.base import FallbackWarning, Proposal, Sampler
 from ecopt.samplers.grid import GridSampler
 from ecopt.samplers.qnehvi import QLogNEHVISampler, QNEHVISampler
@@ -26,26 +28,23 @@ __all__ = [
     "SAMPLER_NAMES",
 ]
 
-_FACTORY: dict[str, type[Sampler]] = {
-    "qlognehvi": QLogNEHVISampler,
-    "qnehvi": QNEHVISampler,
-    "random": RandomSampler,
-    "sobol": SobolSampler,
-    "grid": GridSampler,
-}
-#: Names ``get_sampler`` understands.
-SAMPLER_NAMES = tuple(_FACTORY)
+#: Built-in names ``get_sampler`` understands (third-party ones come through
+#: :mod:`ecopt.registry`'s entry points).
+SAMPLER_NAMES = tuple(registry.BUILTIN["samplers"])
 
 
 def get_sampler(spec: str | Sampler = "qlognehvi", *, cost_aware: bool | None = None,
                 **options: Any) -> Sampler:
-    """A sampler from a name or an instance.
+    """A sampler from a name (:mod:`ecopt.registry`) or an instance.
 
     Args:
-        spec: A name of :data:`SAMPLER_NAMES` or a :class:`Sampler`.
-        cost_aware: ``None``: the sampler's default. ``True``/``False``: cost-aware
-            proposals on or off (:class:`QLogNEHVISampler`); an instance must
-            already be set that way, a sampler without the option may only be off.
+        spec: A name (:data:`SAMPLER_NAMES`, or one a package registered) or a
+            :class:`Sampler`.
+        cost_aware: ``None``: the sampler's own setting. ``True``/``False``
+            (for ``Study(cost_aware=...)``, deprecated: pass
+            ``QLogNEHVISampler(cost_aware=...)``): cost-aware proposals on or
+            off; an instance must already be set that way, a sampler without
+            the option may only be off.
         options: Passed to a named sampler's constructor.
 
     Raises:
@@ -60,13 +59,11 @@ def get_sampler(spec: str | Sampler = "qlognehvi", *, cost_aware: bool | None = 
                              f"{type(spec).__name__} with cost_aware={have}; set it on the "
                              "instance (QLogNEHVISampler(cost_aware=...))")
         return spec
-    if not isinstance(spec, str) or spec not in _FACTORY:
-        raise ValueError(f"unknown sampler {spec!r}; expected one of {list(SAMPLER_NAMES)} "
-                         "or a Sampler instance")
-    if cost_aware is not None:
-        if issubclass(_FACTORY[spec], QLogNEHVISampler):
+    if cost_aware is not None and isinstance(spec, str):
+        cls = registry.factory("samplers", spec)
+        if isinstance(cls, type) and issubclass(cls, QLogNEHVISampler):
             options["cost_aware"] = cost_aware
         elif cost_aware:
             raise ValueError(f"cost_aware=True needs a model-based sampler ('qlognehvi' or "
                              f"'qnehvi'), got sampler={spec!r}")
-    return _FACTORY[spec](**options)
+    return registry.create("samplers", spec, base=Sampler, **options)

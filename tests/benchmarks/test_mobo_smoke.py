@@ -10,7 +10,7 @@ import pytest
 
 from benchmarks import mobo, overhead
 from benchmarks.problems import NOISE_FRACTION, make_problem
-from ecopt.report.recorded import read_run
+from docs.recorded import read_run
 
 from zeus_example import ZEUS_EXAMPLE  # tests/benchmarks/zeus_example.py
 

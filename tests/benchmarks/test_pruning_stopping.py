@@ -34,7 +34,7 @@ def test_stopping_rows_pair_each_seed_with_its_full_budget_run():
 
 def test_record_writes_a_recorded_run_docs_tables_can_read(tmp_path):
     from benchmarks.pruning import record
-    from ecopt.report.recorded import read_run
+    from docs.recorded import read_run
 
     full = [0.5, 0.8, 0.9, 0.95, 1.0]
     runs = [_run("ecopt", s, full, [10, 20, 30, 40, 50], "n_trials") for s in (0, 1)]

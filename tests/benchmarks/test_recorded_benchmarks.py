@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import meter_overhead, parallel, report_speed
-from ecopt.report.recorded import read_run
+from docs.recorded import read_run
 
 
 def _only_run(root: Path, stem: str) -> Path:

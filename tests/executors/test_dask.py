@@ -16,7 +16,7 @@ import pytest
 
 import ecopt
 from ecopt.executors import ExecutorLostError, get_executor
-from ecopt.executors import _testing as T
+import executor_objectives as T
 from ecopt.samplers import QLogNEHVISampler
 from executor_helpers import SpySampler, kill_when_pid_file, states, study
 
@@ -161,7 +161,10 @@ def _free_port() -> int:
 
 def _start_cluster(port: int, log_dir: Path) -> list[subprocess.Popen]:
     addr = f"tcp://127.0.0.1:{port}"
-    env = {**os.environ, "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0"}
+    env = {**os.environ, "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0",
+           # the objectives (tests/executor_objectives.py) must import on the workers
+           "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parent.parent),
+                                          os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
     logs = [open(log_dir / f"{n}-{port}-{time.monotonic_ns()}.log", "w")
             for n in ("scheduler", "worker")]
     sched = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler",

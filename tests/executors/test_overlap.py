@@ -18,7 +18,8 @@ def rec(n: int, host: str, start_s: float, dur_s: float, cpu_measured: bool = Fa
              "cpu:package-0": ComponentEnergy(50.0, "rapl" if cpu_measured else
                                               "estimate-cpu-time", cpu_measured)}
     phase = PhaseRecord("train", Measurement(dur_s, comps, "test"))
-    return TrialRecord(n, TrialState.COMPLETE, {"x": 0.5}, {"f1": 1.0, "f2": 1.0},
+    return TrialRecord(number=n, state=TrialState.COMPLETE, params={"x": 0.5},
+                       values={"f1": 1.0, "f2": 1.0},
                        phases={"train": phase},
                        started_at=(T0 + dt.timedelta(seconds=start_s)).isoformat(),
                        duration_s=dur_s, host=host)

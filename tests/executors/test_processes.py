@@ -9,7 +9,7 @@ import pytest
 
 import ecopt
 from ecopt.executors import ProcessExecutor, get_executor
-from ecopt.executors import _testing as T
+import executor_objectives as T
 from executor_helpers import SpySampler, kill_when_pid_file, pid_alive, states, study
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import ecopt
-from ecopt.executors import _testing as T
+import executor_objectives as T
 from ecopt.trial import TrialState
 from faults_helpers import assert_saved, make_study
 
@@ -170,9 +170,9 @@ def test_dask_keeps_finished_and_interrupts_in_flight(run_dir):
 
 DRIVER = textwrap.dedent("""
     import sys
-    sys.path.insert(0, {here!r})
+    sys.path[:0] = [{here!r}, {tests!r}]
     import ecopt
-    from ecopt.executors import _testing as T
+    import executor_objectives as T
     from faults_helpers import make_study
     if __name__ == "__main__":
         st = make_study({path!r})
@@ -188,7 +188,8 @@ def test_killing_the_driver_takes_its_workers_with_it(run_dir, tmp_path):
     pids = tmp_path / "pids"
     pids.mkdir()
     script = tmp_path / "driver.py"
-    script.write_text(DRIVER.format(here=str(Path(__file__).parent), path=str(run_dir),
+    script.write_text(DRIVER.format(here=str(Path(__file__).parent),
+                                    tests=str(Path(__file__).parent.parent), path=str(run_dir),
                                     pids=str(pids)))
     proc = subprocess.Popen([sys.executable, str(script)], stderr=subprocess.PIPE, text=True)
     try:

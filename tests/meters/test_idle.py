@@ -7,7 +7,7 @@ import json
 import pytest
 
 import ecopt
-from ecopt.meters import ComponentEnergy, Meter, measure_idle
+from ecopt.meters import ComponentEnergy, IdleSubtracted, Meter, measure_idle
 
 
 class ConstantPowerMeter(Meter):
@@ -44,8 +44,8 @@ def test_measure_idle_reports_power_per_component():
 
 def test_idle_recorded_and_subtracted_with_raw_kept(run_dir):
     meter = ConstantPowerMeter({"gpu:0": 100.0})
-    study = ecopt.Study(_space(), OBJ, storage=run_dir, sampler="random", meter=meter,
-                        idle_s=0.05, subtract_idle=True)
+    study = ecopt.Study(_space(), OBJ, storage=run_dir, sampler="random",
+                        meter=IdleSubtracted(meter, idle_s=0.05))
     meter.watts["gpu:0"] = 250.0  # under load: 150 W above idle
 
     def objective(trial):
@@ -68,7 +68,7 @@ def test_idle_recorded_and_subtracted_with_raw_kept(run_dir):
     assert "raw" in m.components["gpu:0"].note
     # Re-opening keeps the study's idle record (not re-measured).
     again = ecopt.Study(_space(), OBJ, storage=run_dir, sampler="random",
-                        meter=ConstantPowerMeter({"gpu:0": 1.0}), idle_s=0.05, subtract_idle=True)
+                        meter=IdleSubtracted(ConstantPowerMeter({"gpu:0": 1.0}), idle_s=0.05))
     assert again.idle["measured_at"] == spec["idle"]["measured_at"]
     assert again.idle["power_w"] == pytest.approx(100.0)
     again.close()
@@ -77,15 +77,49 @@ def test_idle_recorded_and_subtracted_with_raw_kept(run_dir):
 
 def test_idle_without_subtraction_and_bad_input(run_dir):
     study = ecopt.Study(_space(), OBJ, sampler="random",
-                        meter=ConstantPowerMeter({"cpu": 10.0}), idle_s=0.02)
-    assert study.idle["subtracted"] is False
+                        meter=IdleSubtracted(ConstantPowerMeter({"cpu": 10.0}), idle_s=0.02,
+                                             subtract=False))
+    assert study.idle["subtracted"] is False and study.idle["power_w"] == pytest.approx(10.0)
     t = study.ask()
     with t.phase("p"):
         pass
     assert "raw_energy_j" not in t.measurement("p").extras
-    with pytest.raises(ValueError, match="subtract_idle=True needs an idle measurement"):
-        ecopt.Study(_space(), OBJ, sampler="random", meter="estimate", subtract_idle=True)
-    with pytest.raises(ValueError, match="idle_s must be"):
-        ecopt.Study(_space(), OBJ, storage=run_dir, sampler="random", meter="estimate", idle_s=-1)
-    # The failed construction released the directory's lock.
+    with pytest.raises(ValueError, match="subtracting idle power needs an idle measurement: "
+                                         "pass idle_s > 0"):
+        ecopt.Study(_space(), OBJ, sampler="random", meter=IdleSubtracted("estimate", idle_s=0))
+    with pytest.raises(ValueError, match="idle_s must be a finite number >= 0, got -1"):
+        IdleSubtracted("estimate", idle_s=-1)
+    with pytest.raises(ValueError, match="subtract must be True or False"):
+        IdleSubtracted("estimate", subtract="yes")  # type: ignore[arg-type]
+    # A study that failed to open released the directory's lock.
+    with pytest.raises(ValueError, match="needs an idle measurement"):
+        ecopt.Study(_space(), OBJ, storage=run_dir, sampler="random",
+                    meter=IdleSubtracted("estimate", idle_s=0))
     ecopt.Study(_space(), OBJ, storage=run_dir, sampler="random", meter="estimate").close()
+
+
+def test_used_alone_it_measures_idle_before_its_first_window():
+    meter = ConstantPowerMeter({"gpu:0": 40.0})
+    idle = IdleSubtracted(meter, idle_s=0.02)
+    w = idle.start()
+    meter.watts["gpu:0"] = 100.0
+    m = idle.stop(w)
+    assert idle.idle["power_w"] == pytest.approx(40.0)
+    assert m.components["gpu:0"].energy_j == pytest.approx(60.0 * m.duration_s)
+
+
+def test_deprecated_study_keywords_still_work_and_say_where_the_option_went(run_dir):
+    with pytest.warns(DeprecationWarning, match=r"idle power belongs to the meter; pass "
+                                                r"meter=ecopt.meters.IdleSubtracted"):
+        study = ecopt.Study(_space(), OBJ, storage=run_dir, sampler="random",
+                            meter=ConstantPowerMeter({"cpu": 10.0}), idle_s=0.02,
+                            subtract_idle=True)
+    assert study.idle["subtracted"] is True and isinstance(study.meter, IdleSubtracted)
+    study.close()
+    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="idle_s must be"):
+        ecopt.Study(_space(), OBJ, sampler="random", meter="estimate", idle_s=-1)
+    with pytest.warns(DeprecationWarning, match=r"the option belongs to the sampler; pass "
+                                                r"sampler=ecopt.samplers.QLogNEHVISampler\("
+                                                r"cost_aware=True\)"):
+        study = ecopt.Study(_space(), OBJ, cost_aware=True, meter="estimate")
+    assert study.sampler.cost_aware is True

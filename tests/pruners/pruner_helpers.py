@@ -27,7 +27,8 @@ def record(number: int, curve: Sequence[Intermediate], final: Mapping[str, float
     vals = dict(final if final is not None else curve[-1].values)
     if state is not TrialState.COMPLETE:
         vals = {k: v for k, v in curve[-1].values.items()}
-    return TrialRecord(number, state, {"x": 0.5}, values=vals, intermediate=tuple(curve))
+    return TrialRecord(number=number, state=state, params={"x": 0.5}, values=vals,
+                       intermediate=tuple(curve))
 
 
 def live(number: int, curve: Sequence[Intermediate]) -> Trial:

@@ -98,7 +98,7 @@ def test_the_sampler_learns_from_pruned_trials_at_their_judged_values(tmp_path):
             seen.append((list(records), [dict(p) for p in pending]))
             return super().propose(space, records, pending, n)
 
-    from ecopt.executors import _testing as T
+    import executor_objectives as T
 
     st = ecopt.Study(SPACE, [ecopt.Objective("f1", "min"), ecopt.Objective("f2", "min")],
                      storage=tmp_path / "s", sampler=Spy(seed=0), meter="wallclock",

@@ -102,7 +102,7 @@ def _half_30x(x: float, y: float) -> float:
 def test_proposals_go_to_the_cheap_half_with_cost_aware():
     def cheap_share(cost_aware: bool, seed: int) -> tuple[float, float]:
         meter = SetJoules()
-        s = ecopt.Study(SPACE, OBJS, meter=meter, seed=seed, cost_aware=cost_aware,
+        s = ecopt.Study(SPACE, OBJS, meter=meter, seed=seed,
                         sampler=QLogNEHVISampler(n_init=6, cost_aware=cost_aware, **FAST))
         recs = _run(s, _objective(meter, _half_30x, _fold), 18)
         bo = [r for r in recs if r.proposed_by == "qlognehvi"]
@@ -186,17 +186,21 @@ def test_bad_options_name_the_rule_and_value(kw, rule):
     assert repr(next(iter(kw.values()))) in str(e.value)
 
 
-def test_study_switch():
+def test_study_switch_is_deprecated_and_still_works():
+    """``Study(cost_aware=...)`` (deprecated: the option is the sampler's) keeps its meaning."""
     assert get_sampler("qlognehvi", cost_aware=True).cost_aware is True  # type: ignore[attr-defined]
-    s = ecopt.Study(SPACE, OBJS, meter="wallclock", cost_aware=True)
+    with pytest.warns(DeprecationWarning, match="QLogNEHVISampler\\(cost_aware=True\\)"):
+        s = ecopt.Study(SPACE, OBJS, meter="wallclock", cost_aware=True)
     assert s.sampler.cost_aware is True  # type: ignore[union-attr]
-    with pytest.raises(ValueError, match="cost_aware=True needs a model-based sampler"):
-        ecopt.Study(SPACE, OBJS, sampler="random", meter="wallclock", cost_aware=True)
-    with pytest.raises(ValueError, match="must match the sampler instance's"):
-        ecopt.Study(SPACE, OBJS, sampler=QLogNEHVISampler(), meter="wallclock", cost_aware=True)
-    with pytest.raises(ValueError, match="cost_aware must be True, False or None"):
-        ecopt.Study(SPACE, OBJS, meter="wallclock", cost_aware=1)
-    ecopt.Study(SPACE, OBJS, sampler="random", meter="wallclock", cost_aware=False)
+    with pytest.warns(DeprecationWarning):
+        with pytest.raises(ValueError, match="cost_aware=True needs a model-based sampler"):
+            ecopt.Study(SPACE, OBJS, sampler="random", meter="wallclock", cost_aware=True)
+        with pytest.raises(ValueError, match="must match the sampler instance's"):
+            ecopt.Study(SPACE, OBJS, sampler=QLogNEHVISampler(), meter="wallclock",
+                        cost_aware=True)
+        with pytest.raises(ValueError, match="cost_aware must be True, False or None"):
+            ecopt.Study(SPACE, OBJS, meter="wallclock", cost_aware=1)
+        ecopt.Study(SPACE, OBJS, sampler="random", meter="wallclock", cost_aware=False)
 
 
 @pytest.mark.slow

@@ -1,7 +1,9 @@
-"""Module-level objectives for executor tests and benchmarks.
+"""Module-level objectives (and a pruner) for the executor, fault and pruning tests.
 
 Objectives sent to worker processes must be importable there, so they live in
-the package (not in test files, which pytest imports under private names).
+this plain module (``tests/`` is on ``sys.path``, see ``tests/conftest.py``,
+and worker processes inherit ``sys.path``), not in test files, which pytest
+imports under private names.
 Every objective here takes a two-parameter space ``x, y`` in ``[0, 1]`` and
 returns two objectives to minimise (a ZDT1-like front).
 """

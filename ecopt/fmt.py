@@ -1,7 +1,7 @@
 """Number formatting: the one rule every report, CLI command and progress line uses.
 
 Example:
-    >>> from ecopt.report.fmt import fmt_number
+    >>> from ecopt.fmt import fmt_number
     >>> fmt_number(12345.0), fmt_number(0.123456), fmt_number(float("nan")), fmt_number(None)
     ('12,345', '0.1235', '-', '-')
 """

@@ -33,7 +33,7 @@ commit, machine, versions and energy provenance on top, then every table in
 Markdown under a ``### <table_id>`` heading.
 
 **Cells in Markdown** are rendered by :func:`render_cell`: numbers with
-:func:`ecopt.report.fmt.fmt_number` (the project's one number-format rule),
+:func:`ecopt.fmt.fmt_number` (the project's one number-format rule),
 intervals as ``fmt(v) [fmt(lo), fmt(hi)]``, strings verbatim (``|`` escaped).
 
 **Doc tables.** In a page under ``docs/``, a table copied from a recorded run sits
@@ -51,7 +51,7 @@ runs the check in CI). ``python -m docs.tables --print REF`` prints a block,
 markers included, ready to paste into a page.
 
 Example:
-    >>> from ecopt.report.recorded import Table, interval, write_run, read_run
+    >>> from docs.recorded import Table, interval, write_run, read_run
     >>> t = Table(["backend", "epoch s"], [["polars", interval(1.2, 1.1, 1.3)]])
     >>> run = write_run("docs/results/demo/2026-12-04", script="benchmarks/demo.py",
     ...                 command="python benchmarks/demo.py", tables={"epochs": t}, energy=None)
@@ -75,7 +75,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from ecopt.report.fmt import fmt_number
+from ecopt.fmt import fmt_number
 
 __all__ = [
     "Table", "RecordedRun", "MarkerProblem", "interval", "render_cell", "render_table",
