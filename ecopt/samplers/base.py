@@ -7,7 +7,8 @@ history's length, not from hidden state, so a resumed study proposes what an
 uninterrupted one would have).
 
 A new sampler is one file: subclass :class:`Sampler`, implement ``propose``,
-and add a line to :func:`ecopt.samplers.get_sampler`.
+and add a line to :data:`ecopt.registry.BUILTIN` (or, from another package, an
+entry point in the group ``ecopt.samplers``; see docs/architecture.md).
 """
 
 from __future__ import annotations
