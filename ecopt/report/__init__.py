@@ -5,13 +5,16 @@ in the order data flows (Optuna's ``visualization/`` is the model):
 
 * :mod:`ecopt.report.data`: what a report shows, computed (front, hypervolume
   series, per-phase energy and its provenance, payback); no drawing.
-* :mod:`ecopt.frames`: trial records as pandas DataFrames.
-* :mod:`ecopt.fmt`: the one number-formatting rule.
 * :mod:`ecopt.report.figures`: matplotlib figures of that data (public as
   :mod:`ecopt.plot`).
 * :mod:`ecopt.report.html`: the self-contained HTML report.
+* :mod:`ecopt.report.dashboard`: ``ecopt dashboard``, a live page of a study.
+* :mod:`ecopt.report.live`: the notebook front of ``Study.optimize(live=True)``.
 * :mod:`ecopt.report.cli`: ``ecopt report / plot / compare / show``.
-* :mod:`ecopt.report.progress`: the progress bar of ``Study.optimize``.
+
+What the core needs of this (number formatting, trial DataFrames, the
+progress bar) lives in the core: :mod:`ecopt.fmt`, :mod:`ecopt.frames`,
+:mod:`ecopt.callbacks` (docs/architecture.md).
 
 Importing this package needs neither matplotlib nor pandas.
 
