@@ -196,8 +196,9 @@ def report(out: Path, record: str | None, notes: list[str]) -> int:
                       f"{r['load_avg_after'][0]:.2f} after" for r in results)
     recorded.write_run(
         where, script="benchmarks/scaling.py",
-        command="python -m benchmarks.scaling --report-only --out " + str(out) + " --record"
-                + (f" {record}" if record else ""),
+        command=recorded.command_line("benchmarks/scaling.py",
+                                      ["--report-only", "--out", str(out), "--record",
+                                       *([record] if record else [])]),
         tables={"per_trial": table}, energy=None,
         title="Costs that do not grow with the log (ask+tell, load_study, dashboard)",
         notes=[("ask+tell: sampler 'random' (its own cost is out), meter 'wallclock'; mean over "
@@ -225,14 +226,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--label", default="after", help="the code measured (a row label)")
     ap.add_argument("--out", type=Path, default=Path("runs/scaling"))
     ap.add_argument("--note", action="append", default=[],
-                    help="a note kept with the label (e.g. which commit ran)")
+                    help="a note kept with the label (e.g. which commit ran); with "
+                         "--report-only, a note of the recorded run")
     ap.add_argument("--report-only", action="store_true",
                     help="make the table from the results in --out (and record it)")
     ap.add_argument("--record", nargs="?", const="", default=None, metavar="TAG",
                     help="with --report-only: write docs/results/scaling/<date>[-TAG]")
     args = ap.parse_args(argv)
     if args.report_only:
-        return report(args.out, args.record, [])
+        return report(args.out, args.record, args.note)
     if any(n < 1 for n in args.sizes) or args.rounds < 1:
         ap.error("sizes and rounds must be >= 1")
     run(args.sizes, args.rounds, args.label, args.out, "; ".join(args.note))
