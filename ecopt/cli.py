@@ -30,6 +30,7 @@ _HANDLERS: dict[str, tuple[str, str]] = {
     "profile": ("ecopt.data.profiler", "cli_main"),
     "dashboard": ("ecopt.report.dashboard", "dashboard_main"),
     "repair": ("ecopt.storage", "repair_main"),
+    "import-optuna": ("ecopt.integrations.optuna.importer", "cli_main"),
 }
 
 
@@ -132,8 +133,29 @@ def _add_dashboard(sub: argparse._SubParsersAction) -> None:
                    help="seconds between the page's refreshes (default 2)")
 
 
+def _add_import_optuna(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "import-optuna", help="turn an Optuna study into an ecopt study directory",
+        description="Write an Optuna study (any storage URL Optuna accepts, a journal file "
+                    "or an SQLite file) as an ecopt study directory that ecopt show, report "
+                    "and dashboard read. What cannot be carried over is printed. Needs "
+                    "pip install 'ecopt[optuna]'.")
+    p.add_argument("storage_url", help="sqlite:///optuna.db, postgresql://..., or the path "
+                   "of a journal file")
+    p.add_argument("out_dir", help="ecopt study directory to write")
+    p.add_argument("--study", default=None,
+                   help="Optuna study name (default: the storage's only study)")
+    p.add_argument("--objectives", default=None,
+                   help="comma-separated objective names, one per direction (default: "
+                        "Optuna's metric_names, else objective_0, objective_1...)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="OUT_DIR holds a study: move its files to replaced-<time>/ and "
+                        "import afresh")
+
+
 _REGISTRARS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_quickstart, _add_meters, _add_reports, _add_profile, _add_repair, _add_dashboard,
+    _add_import_optuna,
 ]
 
 

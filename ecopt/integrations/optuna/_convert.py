@@ -34,9 +34,10 @@ if TYPE_CHECKING:
     from optuna.distributions import BaseDistribution
     from optuna.trial import FrozenTrial
 
-__all__ = ["Codec", "sampler_space", "import_space", "trial_record", "objective_names",
-           "PHASE_PREFIX", "PROPOSED_BY_KEY", "RELATIVE_PARAMS_KEY", "CONSTRAINT_PREFIX",
-           "constraint_values", "phases_of", "is_out_of_memory_reason"]
+__all__ = ["Codec", "sampler_space", "trial_record", "objective_names",
+           "PHASE_PREFIX", "PROPOSED_BY_KEY", "RELATIVE_PARAMS_KEY", "ERROR_KEY", "CONSTRAINT_PREFIX",
+           "constraint_values", "phases_of", "is_out_of_memory_reason", "utc_iso",
+           "import_space", "imported_params", "ImportedParam"]
 
 #: User-attribute key prefix of a phase metered by :func:`~ecopt.integrations.optuna.metered`.
 PHASE_PREFIX = "ecopt.phase."
@@ -44,6 +45,9 @@ PHASE_PREFIX = "ecopt.phase."
 RELATIVE_PARAMS_KEY = "ecopt:relative_params"
 PROPOSED_BY_KEY = "ecopt:proposed_by"
 PROPOSAL_KEY = "ecopt:proposal"
+#: User attribute :func:`~ecopt.integrations.optuna.metered` writes when its block raised
+#: (Optuna 5 keeps no failure reason): ``{"type", "message", "phase", "out_of_memory"}``.
+ERROR_KEY = "ecopt.error"
 #: ecopt metric name of Optuna constraint ``key``: ``constraint_<key>`` (feasible when <= 0).
 CONSTRAINT_PREFIX = "constraint_"
 
@@ -188,7 +192,7 @@ def is_out_of_memory_reason(reason: str | None) -> bool:
     return bool(reason) and _OOM.search(str(reason)) is not None
 
 
-def _utc_iso(t: _dt.datetime | None) -> str:
+def utc_iso(t: _dt.datetime | None) -> str:
     if t is None:
         return ""
     if t.tzinfo is None:  # Optuna stores naive local times
@@ -243,9 +247,19 @@ def trial_record(trial: FrozenTrial, names: Sequence[str],
         state = TrialState.PRUNED
         error = ErrorInfo("TrialPruned", "pruned in Optuna")
     else:
-        state = TrialState.INFEASIBLE if is_out_of_memory_reason(reason) else TrialState.FAILED
+        seen = trial.user_attrs.get(ERROR_KEY)
+        seen = seen if isinstance(seen, Mapping) else {}
+        oom = is_out_of_memory_reason(reason) or bool(seen.get("out_of_memory"))
+        state = TrialState.INFEASIBLE if oom else TrialState.FAILED
         m = _ERROR_TYPE.search(str(reason or ""))
-        error = ErrorInfo(m.group(1) if m else "Failed", str(reason or "failed in Optuna"))
+        if reason:
+            error = ErrorInfo(m.group(1) if m else str(seen.get("type", "Failed")), str(reason))
+        elif seen:
+            error = ErrorInfo(str(seen.get("type", "Failed")),
+                              f"raised in phase {seen.get('phase')!r}: {seen.get('message', '')}")
+        else:
+            error = ErrorInfo("Failed", "failed in Optuna (Optuna keeps no reason; an "
+                              "exception inside metered() would have been noted)")
     curve: list[Intermediate] = []
     if len(names) == 1:
         for step, v in sorted(trial.intermediate_values.items()):
@@ -260,7 +274,7 @@ def trial_record(trial: FrozenTrial, names: Sequence[str],
     user_attrs = {k: v for k, v in trial.user_attrs.items() if not k.startswith(PHASE_PREFIX)}
     return TrialRecord(
         number=int(trial.number), state=state, params=p, values=values, metrics=metrics,
-        feasible=feasible, phases=phases_of(trial.user_attrs), started_at=_utc_iso(start),
+        feasible=feasible, phases=phases_of(trial.user_attrs), started_at=utc_iso(start),
         duration_s=max(0.0, duration), proposed_by=proposed_by,
         proposal=dict(proposal) if isinstance(proposal, Mapping) else {}, error=error,
         user_attrs=_jsonable(user_attrs), intermediate=tuple(curve))

@@ -38,10 +38,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from ecopt.errors import EcoptError, MeterError
-from ecopt.integrations.optuna._convert import PHASE_PREFIX
+from ecopt.integrations.optuna._convert import ERROR_KEY, PHASE_PREFIX
 from ecopt.meters import get_meter
 from ecopt.meters.base import Measurement, Meter, sync_cuda_if_used
-from ecopt.trial import MIN_RELIABLE_PHASE_S, PhaseRecord, merge_measurements
+from ecopt.trial import MIN_RELIABLE_PHASE_S, PhaseRecord, is_out_of_memory, merge_measurements
 
 __all__ = ["metered", "MeteredPhase", "phase_key", "process_meter"]
 
@@ -247,6 +247,12 @@ def metered(trial: Any, name: str, samples: int | None = None,
         yield phase
     except BaseException as exc:
         raised = type(exc).__name__
+        if isinstance(exc, Exception) and raised != "TrialPruned":
+            # Optuna 5 keeps no failure reason: note it, so an out-of-memory error makes
+            # the trial infeasible for EcoptSampler and for ecopt import-optuna.
+            trial.set_user_attr(ERROR_KEY, {"type": raised, "message": str(exc)[:2000],
+                                            "phase": name,
+                                            "out_of_memory": is_out_of_memory(exc)})
         raise
     finally:
         try:

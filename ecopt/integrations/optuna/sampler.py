@@ -24,10 +24,13 @@ How Optuna's pieces map onto ecopt's sampler
 
 Proposals are a pure function of the seed and the history (ecopt's contract):
 two studies with the same seed and the same trials propose the same points, and
-``reseed_rng`` changes nothing but the independent sampler. Two workers that
-propose at the same moment from the same history would propose the same point;
-the one with the higher trial number notices (it re-reads the running trials
-after writing its proposal) and proposes again with the other as pending.
+``reseed_rng`` changes nothing but a user-given independent sampler. Within a
+process, proposals are made one at a time (Optuna's ``n_jobs`` threads share the
+sampler), so each sees the previous one as pending. Two processes that propose
+at the same moment from the same history would propose the same point: after
+writing its proposal, a trial waits (briefly, bounded) for lower-numbered
+running trials that are still proposing, and proposes again with the other's
+point as pending when they coincide.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ from __future__ import annotations
 import json
 import math
 import threading
+import time
+import zlib
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -87,7 +92,8 @@ class EcoptSampler(BaseSampler):
             ``Objective.threshold``: together the hypervolume reference point);
             ``None`` (default) infers one from the data.
         independent_sampler: Samples parameters outside the relative search
-            space (default ``optuna.samplers.RandomSampler(seed)``).
+            space (default: uniform random, seeded by the seed, the trial number and
+            the parameter name, so it is reproducible and parallel workers differ).
         warn_independent_sampling: Log a warning when a parameter is sampled
             independently once the model is in charge.
         **options: Passed to :class:`ecopt.samplers.QLogNEHVISampler`
@@ -140,7 +146,7 @@ class EcoptSampler(BaseSampler):
         self._options = dict(options)
         self._constraints_func = constraints_func
         self._thresholds = thresholds
-        self._independent = independent_sampler or optuna.samplers.RandomSampler(seed=self.seed)
+        self._independent = independent_sampler
         self._warn_independent = bool(warn_independent_sampling)
         self._space = IntersectionSearchSpace()
         # One proposal at a time in this process: a thread that proposes next sees the
@@ -159,7 +165,8 @@ class EcoptSampler(BaseSampler):
 
     def reseed_rng(self) -> None:
         # ecopt's proposals depend on seed and history only; nothing of ours to reseed.
-        self._independent.reseed_rng()
+        if self._independent is not None:
+            self._independent.reseed_rng()
 
     # -- Optuna's sampler API ------------------------------------------------------------
     def infer_relative_search_space(self, study: Study, trial: FrozenTrial
@@ -179,22 +186,44 @@ class EcoptSampler(BaseSampler):
 
     def sample_relative(self, study: Study, trial: FrozenTrial,
                         search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
+        storage = study._storage
         if not search_space:
+            # Said at once, so a worker proposing beside this trial does not wait for it.
+            storage.set_trial_system_attr(trial._trial_id, RELATIVE_PARAMS_KEY, {})
             return {}
         with self._lock:
             space, codecs = sampler_space(search_space)
+            t0 = time.perf_counter()
             params, note = self._propose(study, trial, space, codecs)
-            storage = study._storage
             storage.set_trial_system_attr(trial._trial_id, RELATIVE_PARAMS_KEY, params)
-            # Another worker may have proposed the same point from the same history at the
-            # same moment: the higher trial number proposes again, with it as pending.
-            twin = self._twin(study, trial, params)
-            if twin:
+            if self._settle(study, trial, params, time.perf_counter() - t0):
                 params, note = self._propose(study, trial, space, codecs)
                 storage.set_trial_system_attr(trial._trial_id, RELATIVE_PARAMS_KEY, params)
             storage.set_trial_system_attr(trial._trial_id, PROPOSED_BY_KEY, note[0])
             storage.set_trial_system_attr(trial._trial_id, PROPOSAL_KEY, note[1])
         return params
+
+    def _settle(self, study: Study, me: FrozenTrial, params: dict[str, Any],
+                took_s: float) -> bool:
+        """Whether a lower-numbered running trial holds this very proposal (then propose
+        again, with it as pending).
+
+        Another process may be proposing from the same history right now. Running
+        trials with a lower number that have not written their proposal yet are
+        waited for (at most twice this proposal's time + 0.5 s, 30 s in all), so
+        whichever of two workers finishes first, the one with the higher number
+        sees the other's point and moves.
+        """
+        deadline = time.perf_counter() + min(30.0, 2 * took_s + 0.5)
+        while True:
+            lower = [t for t in study._get_trials(deepcopy=False, states=(OState.RUNNING,),
+                                                  use_cache=False) if t.number < me.number]
+            if any(t.system_attrs.get(RELATIVE_PARAMS_KEY) == params for t in lower):
+                return True
+            if all(RELATIVE_PARAMS_KEY in t.system_attrs for t in lower) or \
+                    time.perf_counter() > deadline:
+                return False
+            time.sleep(0.05)
 
     def sample_independent(self, study: Study, trial: FrozenTrial, param_name: str,
                            param_distribution: BaseDistribution) -> Any:
@@ -207,12 +236,19 @@ class EcoptSampler(BaseSampler):
                     "Trial %d: parameter %r is sampled by %s, not EcoptSampler: it is not in "
                     "every complete trial with the same distribution (a conditional or "
                     "changed parameter)", trial.number, param_name,
-                    type(self._independent).__name__)
+                    type(self._independent).__name__ if self._independent else "random sampling")
+        if self._independent is None:
+            # Seeded by (seed, trial number, name): reproducible, and workers that sample
+            # their first trials at the same time still draw different points.
+            key = f"{self.seed}:{trial.number}:{param_name}".encode()
+            rs = optuna.samplers.RandomSampler(seed=zlib.crc32(key))
+            return rs.sample_independent(study, trial, param_name, param_distribution)
         return self._independent.sample_independent(study, trial, param_name,
                                                     param_distribution)
 
     def before_trial(self, study: Study, trial: FrozenTrial) -> None:
-        self._independent.before_trial(study, trial)
+        if self._independent is not None:
+            self._independent.before_trial(study, trial)
 
     def after_trial(self, study: Study, trial: FrozenTrial, state: OState,
                     values: Sequence[float] | None) -> None:
@@ -227,7 +263,8 @@ class EcoptSampler(BaseSampler):
                 raise ValueError(f"constraints_func returned NaN for trial {trial.number}: "
                                  f"{cons}; constraint values must be numbers (<= 0 feasible)")
             study._storage.set_trial_system_attr(trial._trial_id, _CONSTRAINTS_KEY, cons)
-        self._independent.after_trial(study, trial, state, values)
+        if self._independent is not None:
+            self._independent.after_trial(study, trial, state, values)
 
     # -- the proposal ------------------------------------------------------------------
     def _propose(self, study: Study, trial: FrozenTrial, space: SearchSpace,
@@ -285,10 +322,3 @@ class EcoptSampler(BaseSampler):
                 keys += [k for k in constraint_values(t) if k not in keys]
             records.append(rec)
         return records, pending, keys
-
-    def _twin(self, study: Study, me: FrozenTrial, params: dict[str, Any]) -> bool:
-        """Whether a running trial with a lower number already holds this very proposal."""
-        for t in study._get_trials(deepcopy=False, states=(OState.RUNNING,), use_cache=False):
-            if t.number < me.number and t.system_attrs.get(RELATIVE_PARAMS_KEY) == params:
-                return True
-        return False
