@@ -228,3 +228,28 @@ def test_processes_sharing_one_sqlite_storage(tmp_path):
     points = [(t.params["x0"], t.params["x1"]) for t in trials]
     assert len(set(points)) == 8  # the two workers never ran one point twice
     assert "qlognehvi" in {t.system_attrs.get("ecopt:proposed_by") for t in trials}
+
+
+def test_every_optuna_distribution_maps_without_loss():
+    from optuna.distributions import (
+        CategoricalDistribution,
+        FloatDistribution,
+        IntDistribution,
+    )
+
+    from ecopt.integrations.optuna._convert import sampler_space
+
+    dists = {"f": FloatDistribution(1e-3, 1.0, log=True),
+             "s": FloatDistribution(0.0, 1.0, step=0.25),
+             "i": IntDistribution(2, 10, step=2), "l": IntDistribution(1, 64, log=True),
+             "c": CategoricalDistribution(["a", None, 3, (1, 2)])}
+    space, codecs = sampler_space(dists)
+    assert space.to_dict()["s"] == {"type": "int", "low": 0, "high": 4, "log": False, "step": 1}
+    for u in ([0.0] * 5, [1.0] * 5, [0.37, 0.61, 0.5, 0.2, 0.9]):
+        params = {n: codecs[n].to_optuna(v) for n, v in space.decode(u).items()}
+        for n, d in dists.items():  # every value Optuna itself accepts for the distribution
+            assert d._contains(d.to_internal_repr(params[n])), (n, params[n])
+            assert codecs[n].to_ecopt(params[n]) == space.validate(
+                {k: codecs[k].to_ecopt(params[k]) for k in params})[n]
+    assert {codecs["c"].to_optuna(i) for i in range(4)} == {"a", None, 3, (1, 2)}
+    assert codecs["s"].to_optuna(3) == 0.75

@@ -392,10 +392,10 @@ def import_space(trials: Sequence[FrozenTrial]) -> tuple[SearchSpace | None,
     return SearchSpace({n: p.parameter for n, p in out.items()}), out, notes
 
 
-def imported_params(trial: FrozenTrial, params: Mapping[str, ImportedParam]) -> Params:
-    """A trial's params in the imported space's terms (only the names it has)."""
+def imported_params(values: Mapping[str, Any], params: Mapping[str, ImportedParam]) -> Params:
+    """Optuna param values in the imported space's terms (only the names it has)."""
     out: Params = {}
-    for name, value in trial.params.items():
+    for name, value in values.items():
         ip = params.get(name)
         if ip is None:
             continue

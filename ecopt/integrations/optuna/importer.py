@@ -243,7 +243,7 @@ def _write(st: StudyStorage, study: Any, trials: Sequence[Any], names: list[str]
         if t.state is OState.WAITING:
             waiting += 1
             continue
-        p = imported_params(t, params_map)
+        p = imported_params(t.params, params_map)
         left = {k: v for k, v in t.params.items() if k not in params_map}
         if t.state is OState.RUNNING:
             running.append((t, p))
@@ -324,7 +324,7 @@ def _write(st: StudyStorage, study: Any, trials: Sequence[Any], names: list[str]
         proposed = t.system_attrs.get("ecopt:proposed_by")
         relative = t.system_attrs.get(RELATIVE_PARAMS_KEY)
         if isinstance(relative, dict):  # drawn but not suggested yet: what it will run
-            p = {**imported_params(_Params(relative), params_map), **p}
+            p = {**imported_params(relative, params_map), **p}
         st.mark_running(int(t.number), p, proposed if isinstance(proposed, str) else "optuna",
                         {}, utc_iso(t.datetime_start))
     counts: dict[str, int] = {}
@@ -341,13 +341,6 @@ def _study_system_attrs(study: Any) -> list[str]:
         return sorted(storage.get_study_system_attrs(sid))
     except Exception:  # noqa: BLE001 - only for the notes
         return []
-
-
-class _Params:
-    """A stand-in with ``params`` for :func:`imported_params` (proposals not yet suggested)."""
-
-    def __init__(self, params: dict[str, Any]) -> None:
-        self.params = params
 
 
 def _with_user_attr(rec: TrialRecord, key: str, value: Any) -> TrialRecord:
