@@ -205,8 +205,8 @@ class EcoptSampler(BaseSampler):
 
     def _settle(self, study: Study, me: FrozenTrial, params: dict[str, Any],
                 took_s: float) -> bool:
-        """Whether a lower-numbered running trial holds this very proposal (then propose
-        again, with it as pending).
+        """Whether a lower-numbered trial holds this very proposal (then propose again,
+        with it as pending or as an observation).
 
         Another process may be proposing from the same history right now. Running
         trials with a lower number that have not written their proposal yet are
@@ -216,12 +216,13 @@ class EcoptSampler(BaseSampler):
         """
         deadline = time.perf_counter() + min(30.0, 2 * took_s + 0.5)
         while True:
-            lower = [t for t in study._get_trials(deepcopy=False, states=(OState.RUNNING,),
-                                                  use_cache=False) if t.number < me.number]
+            # Finished ones too: the other trial may have run and ended meanwhile.
+            lower = [t for t in study._get_trials(deepcopy=False, use_cache=False)
+                     if t.number < me.number and t.state is not OState.WAITING]
             if any(t.system_attrs.get(RELATIVE_PARAMS_KEY) == params for t in lower):
                 return True
-            if all(RELATIVE_PARAMS_KEY in t.system_attrs for t in lower) or \
-                    time.perf_counter() > deadline:
+            if all(RELATIVE_PARAMS_KEY in t.system_attrs for t in lower
+                   if t.state is OState.RUNNING) or time.perf_counter() > deadline:
                 return False
             time.sleep(0.05)
 
