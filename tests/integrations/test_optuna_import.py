@@ -93,6 +93,11 @@ def test_sqlite_study_becomes_an_ecopt_study_that_show_and_report_read(tmp_path,
     assert "ESTIMATED" in shown and "samples_per_joule" in shown
     assert main(["report", str(out), "--out", str(tmp_path / "r.html")]) == 0
     assert (tmp_path / "r.html").stat().st_size > 1000
+    pytest.importorskip("starlette")
+    from ecopt.report.dashboard import dashboard_state
+
+    page = dashboard_state(out)  # what the live page shows
+    assert "6" in page["html"]["running"] and "samples_per_joule" in json.dumps(page)
 
 
 def test_journal_file_single_objective_curves_prunes_and_names(tmp_path, capsys):
