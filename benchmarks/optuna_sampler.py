@@ -60,7 +60,7 @@ from benchmarks.mobo import (
 )
 from benchmarks.problems import Problem, make_problem
 
-__all__ = ["METHODS", "REFERENCE", "run_one", "main"]
+__all__ = ["METHODS", "REFERENCE", "run_one", "complete_seeds", "main"]
 
 REFERENCE = "optuna-ecopt"
 METHODS: dict[str, str] = {
@@ -133,6 +133,19 @@ def run_one(problem: Problem, method: str, seed: int, budget: int) -> dict[str, 
     }
 
 
+def complete_seeds(runs: Sequence[dict[str, Any]], methods: Sequence[str]
+                   ) -> list[dict[str, Any]]:
+    """The runs of the seeds every method finished, per problem (a run stopped early is
+    reported on the seeds all methods share, never on uneven ones)."""
+    keep: list[dict[str, Any]] = []
+    for prob in sorted({r["problem"] for r in runs}):
+        pr = [r for r in runs if r["problem"] == prob]
+        seeds = set.intersection(*[{r["seed"] for r in pr if r["method"] == m}
+                                   for m in methods])
+        keep += [r for r in pr if r["seed"] in seeds]
+    return keep
+
+
 def tables(runs: Sequence[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
     """Per problem: mobo.py's summary table plus the median CPU seconds per suggestion."""
     from ecopt.report.recorded import Table
@@ -183,10 +196,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if bad:
         raise SystemExit(f"unknown method(s) {bad}; expected some of {list(METHODS)}")
     problems = [p.strip() for p in args.problems.split(",") if p.strip()]
-    if not args.report_only:
-        import torch
+    import torch
 
-        torch.set_num_threads(args.threads)
+    torch.set_num_threads(args.threads)  # also what the report's versions line states
+    if not args.report_only:
         runs_file = out / f"runs-{args.tag}.jsonl"
         made = {name: make_problem(name) for name in problems}
         # Seeds outermost: a run stopped early still has every problem at the seeds it did.
@@ -205,6 +218,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                           f"{np.median(r['ask_cpu_s'] or [0]):.2f} CPU s)", flush=True)
     runs = select_runs(_load_runs(out), problems=problems, methods=methods,
                        seeds=range(args.seed_offset, args.seed_offset + seeds), budget=budget)
+    runs = complete_seeds(runs, methods)
     if not runs:
         print("no runs to report")
         return 1
