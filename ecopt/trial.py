@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ecopt._types import Params
 from ecopt.errors import EcoptError, Infeasible, MeterError, TrialPruned
-from ecopt.meters.base import ComponentEnergy, Measurement, Meter, sync_cuda_if_used
+from ecopt.meters.base import Measurement, Meter, sync_cuda_if_used
 
 if TYPE_CHECKING:
     from ecopt.pruners.base import Decision, Pruner
@@ -73,10 +73,7 @@ def merge_measurements(a: Measurement, b: Measurement) -> Measurement:
     comps = dict(a.components)
     for k, c in b.components.items():
         if k in comps:
-            old = comps[k]
-            comps[k] = ComponentEnergy(old.energy_j + c.energy_j, old.source,
-                                       old.measured and c.measured,
-                                       "; ".join(n for n in {old.note, c.note} if n) or None)
+            comps[k] = comps[k].merged(c)
         else:
             comps[k] = c
     extras = dict(a.extras)

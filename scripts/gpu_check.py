@@ -5,7 +5,7 @@ Usage (on a machine with an NVIDIA GPU, its driver, CUDA torch and nvidia-ml-py)
     python scripts/gpu_check.py --out docs/gpu/$(date +%F)
 
 ``--dry-run`` runs the same flow on the CPU against a fake ``pynvml``
-(:mod:`ecopt.meters._fake_nvml`) at toy sizes, in well under 3 minutes on two
+(:mod:`tests/fake_pynvml.py`) at toy sizes, in well under 3 minutes on two
 cores: it proves the plumbing, its numbers mean nothing about hardware.
 
 Sections, in order (each in its own ``try``: an error is recorded in the
@@ -690,6 +690,32 @@ def _watchdog(ck: Check) -> threading.Timer:
     return t
 
 
+@contextlib.contextmanager
+def _dry_run_hardware(fake_nvml: contextlib.AbstractContextManager[Any]) -> Iterator[Any]:
+    """The dry run's stand-in hardware: the fake NVML, metered for CPU trials.
+
+    The dry run computes on the CPU, and a CPU trial declares no GPU (its NVML
+    meter then reads none); so the experiments' ``--meter nvml`` is built with
+    ``gpus=[0]`` here, which meters the fake GPU whatever the trial declares.
+    The real run's trials declare ``cuda:0`` and need no such thing.
+    """
+    import ecopt.meters
+
+    real = ecopt.meters.get_meter
+
+    def get_meter(spec: Any = "auto", **options: Any) -> Any:
+        if spec == "nvml":
+            options.setdefault("gpus", [0])
+        return real(spec, **options)
+
+    with fake_nvml as nv:
+        ecopt.meters.get_meter = get_meter  # type: ignore[assignment]
+        try:
+            yield nv
+        finally:
+            ecopt.meters.get_meter = real  # type: ignore[assignment]
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -731,13 +757,16 @@ def main(argv: list[str] | None = None) -> int:
     if ck.dry:
         import torch
 
-        from ecopt.meters._fake_nvml import FakeGpu, installed_fake_pynvml
+        # The fake NVML is a test fixture: it lives in the repository's tests folder.
+        if str(ROOT / "tests") not in sys.path:
+            sys.path.insert(0, str(ROOT / "tests"))
+        from fake_pynvml import FakeGpu, installed_fake_pynvml
 
         torch.set_num_threads(1)  # toy sizes: one thread, no spinning against other jobs
-        fake = installed_fake_pynvml([FakeGpu(name="Fake GPU (dry run)", live=True,
-                                              power_mw=250_000, counter_period_s=0.02,
-                                              power_limit_mw=300_000, default_limit_mw=300_000,
-                                              min_limit_mw=100_000, max_limit_mw=350_000)])
+        fake = _dry_run_hardware(installed_fake_pynvml([FakeGpu(
+            name="Fake GPU (dry run)", live=True, power_mw=250_000, counter_period_s=0.02,
+            power_limit_mw=300_000, default_limit_mw=300_000, min_limit_mw=100_000,
+            max_limit_mw=350_000)]))
     else:
         import torch
 
