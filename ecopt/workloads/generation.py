@@ -434,15 +434,19 @@ class GenerationMeasurement:
         batch_size, prompt_len, max_new_tokens: The generation measured.
         rounds: Prefill + decode rounds run (until the decode windows add up to
             ``min_window_s``).
-        prefill_repeats: Prefill passes per prefill window (enough for 10 meter
-            update periods, see the module docstring).
-        decode_repeats: Decodes (of ``max_new_tokens - 1`` steps) per decode window.
+        prefill_repeats: Prefill passes per prefill window in the last round
+            (enough for 10 meter update periods, see the module docstring; a
+            round whose window came out short raises it for the next).
+        decode_repeats: Decodes (of ``max_new_tokens - 1`` steps) per decode
+            window in the last round, likewise.
         prefill_j, prefill_s: Joules and seconds of every prefill window.
-        prefill_prompts: Prompts encoded in them (``batch x repeats x rounds``).
+        prefill_prompts: Prompts encoded in them (``batch x`` every pass of every round).
         decode_j, decode_s: Joules and seconds of every decode window (the
             steady-state window's length is ``decode_s``).
         decode_tokens: Tokens generated in them.
-        generated_tokens: Every generated token (prefill's first tokens included).
+        generated_tokens: Tokens of the generations measured, ``batch x max_new_tokens``
+            per round (prefill's first tokens included; repeats inside a window
+            measure the same generation again and are not counted).
         ttft_ms: Mean time of one prefill pass (time to first token).
         latency_per_token_ms: Mean decode step time.
         p95_latency_ms: 95th percentile of the decode steps and prefill passes.
@@ -481,16 +485,24 @@ class GenerationMeasurement:
     def decode_tokens_per_joule(self) -> float:
         return self.decode_tokens / self.decode_j if self.decode_j > 0 else math.nan
 
+    def _per_generation(self, prefill: float, decode: float) -> float:
+        """Joules (or seconds) of one generation: one prefill pass and one decode of the batch."""
+        steps = self.max_new_tokens - 1
+        out = prefill * self.batch_size / self.prefill_prompts if self.prefill_prompts else 0.0
+        if self.decode_tokens:
+            out += decode * self.batch_size * steps / self.decode_tokens
+        return out
+
     @property
     def tokens_per_joule(self) -> float:
-        """End to end: generated tokens over the joules of one prefill pass and one decode per round."""
-        j = self.prefill_j / self.prefill_repeats + self.decode_j / self.decode_repeats
-        return self.generated_tokens / j if j > 0 else math.nan
+        """End to end: a generation's tokens over the joules of one prefill pass and one decode."""
+        j = self._per_generation(self.prefill_j, self.decode_j)
+        return self.batch_size * self.max_new_tokens / j if j > 0 else math.nan
 
     @property
     def tokens_per_s(self) -> float:
-        s = self.prefill_s / self.prefill_repeats + self.decode_s / self.decode_repeats
-        return self.generated_tokens / s if s > 0 else math.nan
+        s = self._per_generation(self.prefill_s, self.decode_s)
+        return self.batch_size * self.max_new_tokens / s if s > 0 else math.nan
 
     @property
     def min_window_s(self) -> float | None:
@@ -599,7 +611,7 @@ def greedy_tokens(model: Any, input_ids: Any, max_new_tokens: int, use_cache: bo
 
 def measure_generation(model: Any, input_ids: Any, trial: Trial, *, max_new_tokens: int,
                        use_cache: bool = True, min_window_s: float = 0.3, max_rounds: int = 50,
-                       warmup_steps: int = 2, meter_period_s: float | None = None,
+                       warmup_steps: int = 8, meter_period_s: float | None = None,
                        max_window_repeats: int = 10_000) -> GenerationMeasurement:
     """Measure prefill and decode of greedy generation for a batch of prompts (see module docstring).
 
@@ -617,8 +629,9 @@ def measure_generation(model: Any, input_ids: Any, trial: Trial, *, max_new_toke
         use_cache: Decode with the KV cache (else recompute the whole sequence).
         min_window_s: Repeat rounds until the decode windows add up to this.
         max_rounds: Upper bound on the rounds.
-        warmup_steps: Decode steps of the warm-up round (at least one is needed
-            to size the decode windows; with 0 a decode window is one decode).
+        warmup_steps: Decode steps of the warm-up round (at most ``max_new_tokens
+            - 1``); their median time sizes the decode windows (with 0, a decode
+            window is one decode).
         meter_period_s: The meter's update period (default:
             :func:`meter_update_period_s` of ``trial.meter``); each window is
             sized to 10 of them, and shorter ones are flagged.
@@ -656,11 +669,18 @@ def measure_generation(model: Any, input_ids: Any, trial: Trial, *, max_new_toke
         synchronize(device)
         clock.append(time.perf_counter())
 
-    def repeats_for(one_s: float | None) -> int:
-        """Repeats of a ``one_s``-second piece of work that fill ``target_s``."""
+    def repeats_for(one_s: float | None, now: int = 1) -> int:
+        """Repeats of a ``one_s``-second piece of work that fill ``target_s`` (with 20% to spare:
+        the timing is an estimate), never fewer than ``now``."""
         if target_s is None or not one_s or one_s <= 0:
-            return 1
-        return int(min(max_window_repeats, max(1, math.ceil(target_s / one_s))))
+            return now
+        return int(min(max_window_repeats, max(now, math.ceil(1.2 * target_s / one_s))))
+
+    def timed(fn: Any) -> float:
+        t = time.perf_counter()
+        fn()
+        synchronize(device)
+        return time.perf_counter() - t
 
     with torch.inference_mode():
         with trial.phase("warmup"):
@@ -671,15 +691,15 @@ def measure_generation(model: Any, input_ids: Any, trial: Trial, *, max_new_toke
             warm = min(warmup_steps, steps)
             clock[:] = [time.perf_counter()]
             _decode(fwd, input_ids, nxt, cache, warm, use_cache, after_step=stamp)
-            # The last warm-up step is the warm one; the whole decode takes `steps` of them.
-            one_decode_s = (clock[-1] - clock[-2]) * steps if warm else None
+            # The warm steps after the first; a whole decode takes `steps` of them.
+            warm_steps = [b - a for a, b in zip(clock, clock[1:])]
+            one_decode_s = (float(np.median(warm_steps[1:] or warm_steps)) * steps
+                            if warm_steps else None)
             del cache
-            if target_s is not None and one_prefill_s < 3 * target_s:
-                # Short enough that repeats may be needed: time a warm pass (cheap here).
-                t0 = time.perf_counter()
-                fwd(input_ids, use_cache=use_cache)
-                synchronize(device)
-                one_prefill_s = time.perf_counter() - t0
+            if target_s is not None and one_prefill_s < target_s:
+                # Short enough that repeats are needed: the median of three warm passes.
+                one_prefill_s = float(np.median(
+                    [timed(lambda: fwd(input_ids, use_cache=use_cache)) for _ in range(3)]))
         repeats = repeats_for(one_prefill_s)
         decode_repeats = repeats_for(one_decode_s) if steps else 1
         rounds = 0
@@ -709,6 +729,11 @@ def measure_generation(model: Any, input_ids: Any, trial: Trial, *, max_new_toke
                         del use
                     w1 = clock[-1]
                 decode_windows.append(w1 - w0)
+            used = (repeats, decode_repeats)
+            # A window that came out short (the estimate was off) sizes the next rounds.
+            repeats = repeats_for(prefill_windows[-1] / repeats, repeats)
+            if steps:
+                decode_repeats = repeats_for(decode_windows[-1] / decode_repeats, decode_repeats)
             del cache
             rounds += 1
             if sum(decode_windows) >= min_window_s or rounds >= max_rounds:
@@ -717,10 +742,10 @@ def measure_generation(model: Any, input_ids: Any, trial: Trial, *, max_new_toke
     all_steps = np.asarray(step_s + ttft_s) * 1e3
     return GenerationMeasurement(
         batch_size=batch, prompt_len=prompt_len, max_new_tokens=int(max_new_tokens),
-        rounds=rounds, prefill_repeats=repeats, decode_repeats=decode_repeats,
-        prefill_j=pre.energy_j, prefill_s=pre.duration_s, prefill_prompts=batch * repeats * rounds,
+        rounds=rounds, prefill_repeats=used[0], decode_repeats=used[1],
+        prefill_j=pre.energy_j, prefill_s=pre.duration_s, prefill_prompts=int(pre.samples or 0),
         decode_j=dec.energy_j if dec else 0.0, decode_s=dec.duration_s if dec else 0.0,
-        decode_tokens=batch * steps * decode_repeats * rounds,
+        decode_tokens=int(dec.samples or 0) if dec else 0,
         generated_tokens=batch * max_new_tokens * rounds,
         ttft_ms=1e3 * float(np.mean(ttft_s)),
         latency_per_token_ms=1e3 * float(np.mean(step_s)) if step_s else 1e3 * float(np.mean(ttft_s)),
