@@ -849,11 +849,11 @@ def verdicts(results: dict[str, Any]) -> list[list[str]]:
     rows.append(["gemma_batch: optimiser best / grid best tokens/J", fig, gv,
                  f">= {PASS_GRID_FRACTION:g}"])
     n = res("nas_cnn")
-    dev = None if n is None else n.get("devices_seen")
+    dev: list[str] = [] if n is None else list(n.get("devices_seen") or [])
     rows.append(["nas_cnn trials ran on the GPU", _f(", ".join(dev) if dev else None),
                  not_run("nas_cnn") if n is None else
                  ("not applicable: dry run (CPU)" if results.get("dry_run")
-                  else _judge(bool(dev) and all(d.startswith("cuda") for d in dev))),
+                  else _judge(bool(dev) and all(str(d).startswith("cuda") for d in dev))),
                  "every trial on cuda"])
     return rows
 

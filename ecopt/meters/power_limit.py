@@ -381,10 +381,11 @@ def _restore_stale(state: dict[str, Any], nv_factory: Callable[[], Any],
         if not ((include_this_process and pid == me)
                 or not _alive(pid, str(e.get("pid_start", "")))):
             continue  # held by a live process
-        original = e.get("original_mw")
-        to_default = not (isinstance(original, (int, float)) and not isinstance(original, bool)
-                          and original > 0)
-        what = ("the board's default limit (no original limit was recorded)" if to_default
+        raw = e.get("original_mw")
+        original = (int(raw) if isinstance(raw, (int, float)) and not isinstance(raw, bool)
+                    and raw > 0 else None)
+        to_default = original is None
+        what = ("the board's default limit (no original limit was recorded)" if original is None
                 else f"{original / 1000:g} W")
         if dry_run:
             rec["outcome"] = f"would restore {what}"
@@ -394,8 +395,8 @@ def _restore_stale(state: dict[str, Any], nv_factory: Callable[[], Any],
             if nv is None:
                 nv = nv_factory()
             h = nv.nvmlDeviceGetHandleByUUID(uuid)
-            mw = (int(nv.nvmlDeviceGetPowerManagementDefaultLimit(h)) if to_default
-                  else int(original))
+            mw = (int(nv.nvmlDeviceGetPowerManagementDefaultLimit(h)) if original is None
+                  else original)
             nv.nvmlDeviceSetPowerManagementLimit(h, mw)
         except Exception as exc:  # noqa: BLE001 - reported, entry kept for a retry
             reason = str(exc)
@@ -420,7 +421,7 @@ def _restore_stale(state: dict[str, Any], nv_factory: Callable[[], Any],
 class _SignalGuard:
     """While a limit is held: SIGTERM and SIGHUP restore it, then act as the previous handler would."""
 
-    def __init__(self, restore: Callable[[], None]) -> None:
+    def __init__(self, restore: Callable[[], object]) -> None:
         self._restore = restore
         self._prev: dict[int, Any] = {}
         self._active = True

@@ -210,17 +210,18 @@ def test_comparison_windows_are_warm_and_sample_instant_power(fake_nvml, hw, tmp
 
 def test_aligned_windows_carry_no_tick_rounding(fake_nvml, hw, tmp_path, monkeypatch,
                                                 keep_torch_threads):
-    """A coarse 0.1 s counter: unaligned 0.25 s windows would be off by up to 40%."""
+    """A coarse 0.1 s counter: unaligned windows of 0.2-0.4 s would be off by 25-50%; aligned
+    ones only by the time between two reads at each edge (a few ms here, even under load)."""
     gc = _load()
     fake_nvml([hw.FakeGpu(live=True, counter_period_s=0.1, power_mw=250_000)])
-    monkeypatch.setattr(gc.MatmulLoad, "run", lambda self, count: time.sleep(0.004 * count))
+    monkeypatch.setattr(gc.MatmulLoad, "run", lambda self, count: time.sleep(0.002 * count))
     ck = _check(gc, tmp_path)
     load, counter = gc.MatmulLoad("cpu", 8), gc.Counter(0)
     for _ in range(3):
-        w = counter.aligned(load, 0.25, time.monotonic() + 10)
-        assert w["power_w"] == pytest.approx(250, rel=0.02) and w["seconds"] >= 0.25
+        w = counter.aligned(load, 0.4, time.monotonic() + 10)
+        assert w["power_w"] == pytest.approx(250, rel=0.06) and w["seconds"] >= 0.4
     r = gc.sec_repeatability(ck, time.monotonic() + 30)
-    assert r["repeats"] == 5 and all(x["power_w"] == pytest.approx(250, rel=0.02)
+    assert r["repeats"] == 5 and all(x["power_w"] == pytest.approx(250, rel=0.1)
                                      for x in r["runs"])
 
 
