@@ -1,8 +1,9 @@
 """One prepared run that validates ecopt's GPU path on an NVIDIA GPU, in at most 8 minutes.
 
-Usage (on a machine with an NVIDIA GPU, its driver, CUDA torch and nvidia-ml-py)::
+Usage (on a machine with an NVIDIA GPU, its driver, CUDA torch and nvidia-ml-py), from
+the repository root; the results go to ``docs/gpu/<today>/`` (``--out`` for elsewhere)::
 
-    python scripts/gpu_check.py --out docs/gpu/$(date +%F)
+    python scripts/gpu_check.py
 
 ``--dry-run`` runs the same flow on the CPU against the fake ``pynvml`` of the
 repository's tests (``tests/fake_pynvml.py``) at toy sizes, in well under 3
@@ -1010,7 +1011,10 @@ def _dry_run_hardware(fake_nvml: contextlib.AbstractContextManager[Any]) -> Iter
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--out", required=True, help="results folder (summary.json, summary.md, studies)")
+    p.add_argument("--out", default=None,
+                   help="results folder (summary.json, summary.md, studies); default "
+                        "docs/gpu/<today> for a real run (where docs/gpu.md looks), "
+                        "runs/gpu_check-dry-run for --dry-run")
     p.add_argument("--gpu", type=int, default=0,
                    help="nvidia-smi's index of the GPU to check (applied as CUDA_VISIBLE_DEVICES "
                         "with CUDA_DEVICE_ORDER=PCI_BUS_ID unless those are set already; with "
@@ -1035,6 +1039,9 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(argv)
+    if args.out is None:
+        args.out = str(ROOT / "runs" / "gpu_check-dry-run" if args.dry_run else
+                       ROOT / "docs" / "gpu" / _dt.date.today().isoformat())
     names = [n.strip() for n in args.sections.split(",") if n.strip()]
     unknown = [n for n in names if n not in SECTION_FUNCS]
     if unknown:

@@ -443,9 +443,14 @@ class FakeCuda:
         >>> cuda.queue(1, 0.2)              # 0.2 s of kernels pending on cuda:1
     """
 
-    def __init__(self, gpus: list[FakeGpu], initialized: bool = True) -> None:
+    def __init__(self, gpus: list[FakeGpu], initialized: bool = True,
+                 in_use: set[int] | None = None) -> None:
         self.gpus = gpus
         self.initialized = initialized
+        #: CUDA devices where torch holds memory (default: all); a sync of another would
+        #: create a CUDA context there, which :attr:`contexts_created` counts.
+        self.in_use = in_use
+        self.contexts_created: list[int] = []
         self.synced: list[tuple[int, float]] = []
         self.current = 0
         self._queued: dict[int, float] = {}
@@ -488,11 +493,18 @@ class FakeCuda:
             d = int(text.split(":")[1]) if ":" in text else self.current
         if not 0 <= d < len(self.devices):
             raise RuntimeError(f"CUDA error: invalid device ordinal {d}")
+        if self.in_use is not None and d not in self.in_use:
+            self.contexts_created.append(d)
         with self._lock:
             wait = self._queued.pop(d, 0.0)
         if wait:
             time.sleep(wait)
         self.synced.append((d, time.perf_counter()))
+
+    def memory_reserved(self, device: Any = None) -> int:
+        d = self.current if device is None else (
+            device if isinstance(device, int) else int(str(device).split(":")[1]))
+        return 0 if self.in_use is not None and d not in self.in_use else 1 << 28
 
     def get_device_properties(self, device: Any) -> types.SimpleNamespace:
         d = device if isinstance(device, int) else int(str(device).split(":")[1])
@@ -514,6 +526,7 @@ class FakeCuda:
                          ("synchronize", self.synchronize),
                          ("get_device_properties", self.get_device_properties),
                          ("get_device_name", name_of),
+                         ("memory_reserved", self.memory_reserved),
                          ("reset_peak_memory_stats", lambda device=None: None),
                          ("max_memory_allocated", lambda device=None: 0),
                          ("empty_cache", lambda: None)):

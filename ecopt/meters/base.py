@@ -299,8 +299,10 @@ def sync_cuda_if_used(devices: Sequence[int] | None = None) -> None:
     A bare ``torch.cuda.synchronize()`` waits for the current device only, so
     each device is synchronised in turn. A no-op unless this process already
     imported torch and initialised CUDA: a meter must neither pull torch into a
-    process that does not use it nor create a CUDA context (work can only be
-    queued where one exists). Devices beyond the visible count are skipped.
+    process that does not use it nor create a CUDA context. So a device where
+    torch holds no memory (``torch.cuda.memory_reserved``: no tensor, so no work
+    of this process) is skipped too: synchronising it would create a context
+    there (hundreds of MB). Devices beyond the visible count are skipped.
     """
     torch = sys.modules.get("torch")
     if torch is None:
@@ -313,7 +315,7 @@ def sync_cuda_if_used(devices: Sequence[int] | None = None) -> None:
             return
         n = torch.cuda.device_count()
         for d in devices:
-            if 0 <= d < n:
+            if 0 <= d < n and torch.cuda.memory_reserved(d) > 0:
                 torch.cuda.synchronize(d)
     except Exception:  # pragma: no cover - best effort on odd builds
         pass

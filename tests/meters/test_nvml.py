@@ -370,3 +370,23 @@ def test_flags_survive_records_and_merged_windows():
     assert merged.components["gpu:0"].flags == ("short-window",) and merged.flags == (
         "short-window",)
     assert merged.energy_j == 10.0 and "flags" not in b.to_dict()["components"]["gpu:0"]
+
+
+def test_sync_never_creates_a_cuda_context_on_an_unused_gpu(fake_nvml, hw, monkeypatch):
+    # Metering every visible GPU must not make this process allocate a context on each.
+    nv = fake_nvml([hw.FakeGpu(uuid=UA), hw.FakeGpu(uuid=UB), hw.FakeGpu(uuid=UC)])
+    cuda = hw.FakeCuda(nv.gpus, in_use={0}).install(monkeypatch)
+    meter = NVMLMeter(counter_period_s=0)
+    meter.stop(meter.start())
+    assert cuda.contexts_created == [] and {d for d, _ in cuda.synced} == {0}
+
+
+def test_a_composite_meter_waits_for_every_parts_devices(fake_nvml, hw, monkeypatch):
+    from ecopt.meters.auto import CompositeMeter
+
+    nv = fake_nvml([hw.FakeGpu(uuid=UA), hw.FakeGpu(uuid=UB)])
+    cuda = hw.FakeCuda(nv.gpus).install(monkeypatch)
+    both = CompositeMeter([NVMLMeter(gpus=[1], counter_period_s=0), get_meter("estimate")])
+    w = both.start()
+    cuda.queue(1, 0.2)
+    assert both.stop(w).duration_s >= 0.2
