@@ -111,7 +111,7 @@ class Settings:
         self.repeats = 5
         self.repeat_s = 0.2 if dry else 1.5  # each repeat's work, at least
         self.reference_s = 0.6 if dry else 3.0  # the steady reference of counter_resolution
-        self.windows_s = (0.4, 0.2, 0.1, 0.05, 0.02, 0.01) if dry else (
+        self.windows_s = (0.4, 0.2, 0.1, 0.05, 0.02, 0.01, 0.005) if dry else (
             1.0, 0.5, 0.2, 0.1, 0.05, 0.02, 0.01)
         self.windows_each = 3 if dry else 5
         self.poll_s = 0.5 if dry else 2.0
@@ -229,15 +229,15 @@ class MatmulLoad:
         return done
 
     @contextlib.contextmanager
-    def background(self) -> Iterator[None]:
-        """Keep the device busy from a thread while the block runs."""
+    def background(self, chunk: int = 20) -> Iterator[None]:
+        """Keep the device busy from a thread while the block runs (``chunk`` matmuls a call)."""
         stop = threading.Event()
 
         def loop() -> None:
             # Enough work per call that the device stays busy while this thread waits
             # for the interpreter lock between calls.
             while not stop.is_set():
-                self.run(20)
+                self.run(chunk)
 
         th = threading.Thread(target=loop, daemon=True, name="gpu-check-load")
         th.start()
@@ -495,7 +495,9 @@ def sec_counter_resolution(ck: Check, deadline: float) -> dict[str, Any]:
     counter = Counter(ck.gpu)
     meter, _ = _meters(ck)
     meter_period = meter.update_period_s
-    with load.background():
+    # Short chunks: the meter waits for queued work at both ends of its windows, and the
+    # load thread's queue (2 matmuls, ~3 ms on a large GPU) must not stretch a 10 ms window.
+    with load.background(chunk=2):
         time.sleep(min(ck.s.warm_s, 2.0))
         # 1. The update period: poll the counter and time its changes.
         changes: list[float] = []
@@ -521,13 +523,14 @@ def sec_counter_resolution(ck: Check, deadline: float) -> dict[str, Any]:
             if time.monotonic() + (w + 0.01) * ck.s.windows_each > deadline:
                 windows.append({"window_s": w, "skipped": "time budget"})
                 continue
-            errs, raw_errs, zeros, sources, flagged = [], [], 0, set(), 0
+            errs, raw_errs, zeros, sources, flagged, lengths = [], [], 0, set(), 0, []
             for _ in range(ck.s.windows_each):
                 h = meter.start()
                 a_t, a_e = counter.read()
                 time.sleep(w)
                 b_t, b_e = counter.read()
                 m = meter.stop(h)
+                lengths.append(m.duration_s)
                 c = m.components[f"gpu:{ck.gpu}"]
                 sources.add(c.source)
                 flagged += bool(c.flags)
@@ -536,7 +539,9 @@ def sec_counter_resolution(ck: Check, deadline: float) -> dict[str, Any]:
                 raw_errs.append(100.0 * ((b_e - a_e) / 1000 / (b_t - a_t) - steady_w) / steady_w)
                 errs.append(100.0 * (m.power_w - steady_w) / steady_w)
             med = sorted(abs(x) for x in errs)[len(errs) // 2]
-            windows.append({"window_s": w, "periods": w / meter_period if meter_period else None,
+            actual = sorted(lengths)[len(lengths) // 2]  # as the meter timed them
+            windows.append({"window_s": w, "meter_duration_s": actual,
+                            "periods": actual / meter_period if meter_period else None,
                             "meter_sources": sorted(sources), "meter_flagged": flagged,
                             "meter_errors_pct": errs, "median_abs_error_pct": med,
                             "raw_counter_zero_reads": zeros,
@@ -551,9 +556,9 @@ def sec_counter_resolution(ck: Check, deadline: float) -> dict[str, Any]:
             break
         shortest = x["window_s"]
     long_ok = [x["resolved"] for x in windows if "skipped" not in x and meter_period
-               and x["window_s"] >= MIN_WINDOW_PERIODS * meter_period]
+               and x["meter_duration_s"] >= MIN_WINDOW_PERIODS * meter_period]
     short = [x for x in windows if "skipped" not in x and meter_period
-             and x["window_s"] < meter_period]
+             and x["meter_duration_s"] < meter_period]
     return {"polls": reads, "counter_changes": len(changes), "update_period_s": period,
             "meter_measured_period_s": meter_period,
             "meter_period_how": meter.describe()["gpus"][0]["counter_period"],

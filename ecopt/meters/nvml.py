@@ -379,7 +379,10 @@ class NVMLMeter(Meter):
         return [self._gpus[i] for i in scope]
 
     def cuda_devices(self) -> list[int]:
-        return [g.cuda_index for g in self._window_gpus()]
+        try:
+            return [g.cuda_index for g in self._window_gpus()]
+        except MeterError:  # a scope naming an unseen device: _start says so; sync all here
+            return list(self._gpus)
 
     def _ensure_sampler(self) -> _PowerSampler:
         with self._sampler_lock:

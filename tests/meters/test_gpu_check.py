@@ -72,8 +72,10 @@ def test_dry_run_exercises_every_section(tmp_path):
     assert res_["meter_measured_period_s"] == pytest.approx(0.02, rel=0.2)
     assert res_["steady_reference_s"] >= 0.6 and res_["steady_power_w"] == pytest.approx(250,
                                                                                         rel=0.02)
-    assert [w["window_s"] for w in res_["windows"]] == [0.4, 0.2, 0.1, 0.05, 0.02, 0.01]
-    assert "nvml-instant-power" in res_["sub_period_source"]
+    assert [w["window_s"] for w in res_["windows"]] == [0.4, 0.2, 0.1, 0.05, 0.02, 0.01, 0.005]
+    for w in res_["windows"]:  # as the meter timed them: sub-period ones at instant power
+        if w["meter_duration_s"] < res_["meter_measured_period_s"]:
+            assert "nvml-instant-power" in w["meter_sources"]
     pl = get["power_limits"]
     assert pl["permitted"] and pl["restored"] and pl["range_w"] == [100.0, 350.0]
     assert [row["limit_w"] for row in pl["limits"]] == [100.0, 225, 350.0]
