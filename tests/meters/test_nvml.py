@@ -390,3 +390,18 @@ def test_a_composite_meter_waits_for_every_parts_devices(fake_nvml, hw, monkeypa
     w = both.start()
     cuda.queue(1, 0.2)
     assert both.stop(w).duration_s >= 0.2
+
+
+def test_a_tick_inside_a_sub_period_window_is_not_charged_a_whole_period(fake_nvml, hw):
+    """Seen on an H200 (gpu_check, 2026-12-04): 10-60 ms windows at a 100 ms period read
+    +60% to +380% whenever a counter tick fell inside them (the meter took the larger of the
+    counter's jump, a whole period's energy, and instant power x duration)."""
+    nv = fake_nvml([hw.FakeGpu(power_mw=700_000)])
+    meter = NVMLMeter(counter_period_s=0.1)
+    w = meter.start()
+    time.sleep(0.02)
+    nv.gpus[0].energy_mj += 70_000  # one tick: 700 W x 0.1 s
+    m = meter.stop(w)
+    c = m.components["gpu:0"]
+    assert c.source == "nvml-instant-power"
+    assert c.energy_j == pytest.approx(700.0 * m.duration_s, rel=1e-6) and c.energy_j < 70
