@@ -396,7 +396,7 @@ def test_a_tick_inside_a_sub_period_window_is_not_charged_a_whole_period(fake_nv
     """Seen on an H200 (gpu_check, 2026-12-04): 10-60 ms windows at a 100 ms period read
     +60% to +380% whenever a counter tick fell inside them (the meter took the larger of the
     counter's jump, a whole period's energy, and instant power x duration)."""
-    nv = fake_nvml([hw.FakeGpu(power_mw=700_000)])
+    nv = fake_nvml([hw.FakeGpu(power_mw=700_000, power_limit_mw=700_000, max_limit_mw=700_000)])
     meter = NVMLMeter(counter_period_s=0.1)
     w = meter.start()
     time.sleep(0.02)
