@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from ecopt._nesting import MAX_LINE_DEPTH, nesting_depth
 from ecopt.errors import NotAStudyError, StorageError, StudyLockedError
 from ecopt.trial import Intermediate, TrialRecord
 
@@ -79,7 +80,10 @@ def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
     """Yield each JSON object of a ``.jsonl`` file; skip a torn last line with a warning.
 
     A corrupt line that is *not* the last one is also skipped with a warning
-    naming its line number (the log is never fatal to read).
+    naming its line number (the log is never fatal to read), and so is a valid
+    line nested deeper than :data:`~ecopt._nesting.MAX_LINE_DEPTH` levels (the
+    decoder, and every walk over such a value, would exhaust the recursion
+    limit).
     """
     if not path.exists():
         return
@@ -100,6 +104,12 @@ def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
             where = "torn last line" if i == last else "corrupt line"
             warnings.warn(f"{path}: skipping {where} {i + 1} (not valid JSON)", RuntimeWarning,
                           stacklevel=2)
+            continue
+        except RecursionError:  # the decoder's own depth limit, near the interpreter's
+            obj = None
+        if obj is None or nesting_depth(obj, MAX_LINE_DEPTH) > MAX_LINE_DEPTH:
+            warnings.warn(f"{path}: skipping line {i + 1} (JSON nested deeper than "
+                          f"{MAX_LINE_DEPTH} levels)", RuntimeWarning, stacklevel=2)
             continue
         yield obj
 
@@ -252,8 +262,12 @@ class StudyStorage:
             )
         try:
             spec = json.loads(f.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, RecursionError) as exc:
             raise NotAStudyError(f"{str(f)!r} is not valid JSON: {exc}") from None
+        if nesting_depth(spec, MAX_LINE_DEPTH) > MAX_LINE_DEPTH:
+            raise NotAStudyError(f"{str(f)!r} is not an ecopt study file (JSON nested deeper "
+                                 f"than {MAX_LINE_DEPTH} levels); `ecopt repair` rebuilds it "
+                                 "from the copy in running.jsonl")
         if not isinstance(spec, dict) or spec.get("format") != FORMAT:
             raise NotAStudyError(f"{str(f)!r} is not an ecopt study file (format != {FORMAT!r})")
         return spec
