@@ -257,9 +257,8 @@ class StudyStorage:
         if not self.path.is_dir():
             raise NotAStudyError(f"{str(self.path)!r} is not a directory")
         if not f.is_file():
-            raise NotAStudyError(
-                f"{str(self.path)!r} is not an ecopt study: it has no {STUDY_FILE}"
-            )
+            raise NotAStudyError(f"{str(self.path)!r} is not an ecopt study: it has no "
+                                 f"{STUDY_FILE}{self._what_is_here()}")
         try:
             spec = json.loads(f.read_text(encoding="utf-8"))
         except (OSError, ValueError, RecursionError) as exc:
@@ -271,6 +270,23 @@ class StudyStorage:
         if not isinstance(spec, dict) or spec.get("format") != FORMAT:
             raise NotAStudyError(f"{str(f)!r} is not an ecopt study file (format != {FORMAT!r})")
         return spec
+
+    def _what_is_here(self) -> str:
+        """What a directory without ``study.json`` holds instead, as advice (or ``""``)."""
+        if (self.path / RUNNING_FILE).is_file() or (self.path / TRIALS_FILE).is_file():
+            return (f"; it holds a trial log, so {STUDY_FILE} was lost: `ecopt repair "
+                    f"{self.path}` rebuilds it from the copy in {RUNNING_FILE}")
+        try:
+            inside = sorted(d.name for d in self.path.iterdir()
+                            if d.is_dir() and (d / STUDY_FILE).is_file())
+        except OSError:
+            return ""
+        if not inside:
+            return ""
+        shown = ", ".join(inside[:8]) + (f" and {len(inside) - 8} more" if len(inside) > 8 else "")
+        return (f"; it is a folder of {len(inside)} "
+                f"stud{'y' if len(inside) == 1 else 'ies'} ({shown}): name one of them, e.g. "
+                f"{self.path / inside[0]}")
 
     def write_spec(self, spec: dict[str, Any]) -> None:
         """Atomically write ``study.json`` (and keep a copy in ``running.jsonl``).

@@ -207,3 +207,24 @@ def test_set_user_attr_refuses_an_over_deep_value_before_writing(run_dir):
     s.close()
     rec = ecopt.load_study(run_dir).records[0]
     assert rec.state == "complete" and set(rec.user_attrs) == {"ok"}
+
+
+def test_not_a_study_says_what_the_folder_holds(tmp_path):
+    runs = tmp_path / "runs"
+    for name in ("b-study", "a-study"):
+        s = _study(runs / name)
+        s.optimize(_f, n_trials=1)
+        s.close()
+    (runs / "notes").mkdir()
+    with pytest.raises(NotAStudyError, match=r"folder of 2 studies \(a-study, b-study\): name "
+                                             r"one of them, e\.g\. .*a-study"):
+        ecopt.load_study(runs)
+    (runs / "a-study" / "study.json").unlink()
+    with pytest.raises(NotAStudyError, match=r"study.json was lost: `ecopt repair .*a-study` "
+                                             r"rebuilds it"):
+        ecopt.load_study(runs / "a-study")
+    from ecopt.cli import main
+
+    assert main(["show", str(runs / "a-study")]) == 2
+    assert main(["repair", str(runs / "a-study")]) == 0
+    assert len(ecopt.load_study(runs / "a-study").records) == 1
