@@ -175,8 +175,6 @@ class Study:
         if self.pruner is not None:
             self.pruner.bind(self.objectives, self.constraints)
         self.meter = get_meter(meter)
-        from ecopt.meters.power_limit import restore_stale_power_limits
-        restore_stale_power_limits()  # GPU limits left by a process that died holding them
         self.name = name or (Path(storage).name if storage is not None else "study")
 
         if storage is not None:
