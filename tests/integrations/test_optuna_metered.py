@@ -136,4 +136,7 @@ def test_queued_gpu_work_is_waited_for_before_the_window_closes(monkeypatch):
 
     with metered(optuna.trial.FixedTrial({}), "inference", samples=1, meter=Recording()):
         events.append("work")
-    assert events == ["work", "sync", "stop"]
+    # The window ends only after the queued work is done (the meter may sync at its
+    # start too, as ecopt's phases do).
+    work, stop = events.index("work"), events.index("stop")
+    assert "sync" in events[work + 1:stop] and events[-1] == "stop"
