@@ -30,6 +30,8 @@ _HANDLERS: dict[str, tuple[str, str]] = {
     "profile": ("ecopt.data.profiler", "cli_main"),
     "dashboard": ("ecopt.report.dashboard", "dashboard_main"),
     "repair": ("ecopt.storage", "repair_main"),
+    "import-optuna": ("ecopt.integrations.optuna.importer", "cli_main"),
+    "gpu": ("ecopt.meters.power_limit", "gpu_cli_main"),
 }
 
 
@@ -132,8 +134,49 @@ def _add_dashboard(sub: argparse._SubParsersAction) -> None:
                    help="seconds between the page's refreshes (default 2)")
 
 
+def _add_import_optuna(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "import-optuna", help="turn an Optuna study into an ecopt study directory",
+        description="Write an Optuna study (any storage URL Optuna accepts, a journal file "
+                    "or an SQLite file) as an ecopt study directory that ecopt show, report "
+                    "and dashboard read. What cannot be carried over is printed. Needs "
+                    "pip install 'ecopt[optuna]'.")
+    p.add_argument("storage_url", help="sqlite:///optuna.db, postgresql://..., or the path "
+                   "of a journal file")
+    p.add_argument("out_dir", help="ecopt study directory to write")
+    p.add_argument("--study", default=None,
+                   help="Optuna study name (default: the storage's only study)")
+    p.add_argument("--objectives", default=None,
+                   help="comma-separated objective names, one per direction (default: "
+                        "Optuna's metric_names, else objective_0, objective_1...)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="OUT_DIR holds a study: move its files to replaced-<time>/ and "
+                        "import afresh")
+
+
+def _add_gpu(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("gpu", help="GPU settings ecopt changed: restore power limits left behind",
+                       description="GPU settings ecopt changes and keeps a record of.")
+    gsub = p.add_subparsers(dest="gpu_command", metavar="ACTION")
+    r = gsub.add_parser(
+        "restore", help="put back the GPU power limits of processes that died holding them",
+        description="Restore every GPU power limit recorded in the power-limit state file by a "
+                    "process that is gone (killed while a trial held a limit); entries from an "
+                    "earlier boot are dropped, live processes' entries left alone. Exit status: "
+                    "0 nothing left to restore, 1 an entry could not be restored (kept; the "
+                    "line says why), 2 bad input.")
+    r.add_argument("--dry-run", action="store_true",
+                   help="list what would be restored; change nothing")
+    r.add_argument("--state", default=None,
+                   help="the state file (default: $ECOPT_POWER_LIMIT_STATE, else "
+                        "~/.local/state/ecopt/gpu-power-limits-<host>.json)")
+    r.add_argument("--json", action="store_true", help="print JSON instead of lines")
+
+
 _REGISTRARS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_quickstart, _add_meters, _add_reports, _add_profile, _add_repair, _add_dashboard,
+    _add_import_optuna,
+    _add_gpu,
 ]
 
 

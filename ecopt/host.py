@@ -7,9 +7,13 @@ import platform
 import socket
 from importlib import metadata
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["host_facts", "library_versions", "cpu_model"]
+__all__ = ["host_facts", "library_versions", "cpu_model", "note_gpu_facts"]
+
+#: Facts meters learnt about each GPU in this process, by NVML UUID (see note_gpu_facts).
+_GPU_FACTS: dict[str, dict[str, Any]] = {}
 
 _LIBS = ("ecopt", "torch", "botorch", "gpytorch", "numpy", "pandas", "scipy", "scikit-learn",
          "nvidia-ml-py", "codecarbon", "transformers", "polars", "dask", "distributed")
@@ -62,9 +66,26 @@ def _gpus() -> list[str]:
     return out
 
 
+def note_gpu_facts(uuid: str, facts: Mapping[str, Any]) -> None:
+    """Record what a meter learnt about a GPU (its CUDA index in this process and how it was
+    matched, the energy counter's measured update period, which power reading it has...);
+    :func:`host_facts` lists them under ``gpu_devices``.
+
+    Args:
+        uuid: NVML's UUID of the GPU.
+        facts: JSON-able facts, merged into those already noted.
+    """
+    _GPU_FACTS.setdefault(str(uuid), {}).update(facts)
+
+
 def host_facts() -> dict[str, Any]:
-    """CPU model, cores, RAM, GPUs, OS, Python and library versions."""
-    return {
+    """CPU model, cores, RAM, GPUs, OS, Python and library versions.
+
+    ``gpu_devices`` (present once a GPU meter ran in this process) holds, per
+    GPU, its NVML identity, CUDA index and how the two were matched, and what
+    the meter measured about it (e.g. ``counter_period_s``).
+    """
+    out: dict[str, Any] = {
         "hostname": socket.gethostname(),
         "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
@@ -75,3 +96,8 @@ def host_facts() -> dict[str, Any]:
         "python": platform.python_version(),
         "libraries": library_versions(),
     }
+    if _GPU_FACTS:
+        out["gpu_devices"] = [{"uuid": u, **f} for u, f in _GPU_FACTS.items()]
+        out["cuda_env"] = {k: os.environ.get(k)
+                           for k in ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")}
+    return out

@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from ecopt._nesting import MAX_LINE_DEPTH, nesting_depth
 from ecopt.errors import NotAStudyError, StorageError, StudyLockedError
 from ecopt.trial import Intermediate, TrialRecord
 
@@ -81,7 +82,10 @@ def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
     """Yield each JSON object of a ``.jsonl`` file; skip a torn last line with a warning.
 
     A corrupt line that is *not* the last one is also skipped with a warning
-    naming its line number (the log is never fatal to read).
+    naming its line number (the log is never fatal to read), and so is a valid
+    line nested deeper than :data:`~ecopt._nesting.MAX_LINE_DEPTH` levels (the
+    decoder, and every walk over such a value, would exhaust the recursion
+    limit).
     """
     if not path.exists():
         return
@@ -102,6 +106,12 @@ def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
             where = "torn last line" if i == last else "corrupt line"
             warnings.warn(f"{path}: skipping {where} {i + 1} (not valid JSON)", RuntimeWarning,
                           stacklevel=2)
+            continue
+        except RecursionError:  # the decoder's own depth limit, near the interpreter's
+            obj = None
+        if obj is None or nesting_depth(obj, MAX_LINE_DEPTH) > MAX_LINE_DEPTH:
+            warnings.warn(f"{path}: skipping line {i + 1} (JSON nested deeper than "
+                          f"{MAX_LINE_DEPTH} levels)", RuntimeWarning, stacklevel=2)
             continue
         yield obj
 
@@ -262,16 +272,36 @@ class StudyStorage:
         if not self.path.is_dir():
             raise NotAStudyError(f"{str(self.path)!r} is not a directory")
         if not f.is_file():
-            raise NotAStudyError(
-                f"{str(self.path)!r} is not an ecopt study: it has no {STUDY_FILE}"
-            )
+            raise NotAStudyError(f"{str(self.path)!r} is not an ecopt study: it has no "
+                                 f"{STUDY_FILE}{self._what_is_here()}")
         try:
             spec = json.loads(f.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, RecursionError) as exc:
             raise NotAStudyError(f"{str(f)!r} is not valid JSON: {exc}") from None
+        if nesting_depth(spec, MAX_LINE_DEPTH) > MAX_LINE_DEPTH:
+            raise NotAStudyError(f"{str(f)!r} is not an ecopt study file (JSON nested deeper "
+                                 f"than {MAX_LINE_DEPTH} levels); `ecopt repair` rebuilds it "
+                                 "from the copy in running.jsonl")
         if not isinstance(spec, dict) or spec.get("format") != FORMAT:
             raise NotAStudyError(f"{str(f)!r} is not an ecopt study file (format != {FORMAT!r})")
         return spec
+
+    def _what_is_here(self) -> str:
+        """What a directory without ``study.json`` holds instead, as advice (or ``""``)."""
+        if (self.path / RUNNING_FILE).is_file() or (self.path / TRIALS_FILE).is_file():
+            return (f"; it holds a trial log, so {STUDY_FILE} was lost: `ecopt repair "
+                    f"{self.path}` rebuilds it from the copy in {RUNNING_FILE}")
+        try:
+            inside = sorted(d.name for d in self.path.iterdir()
+                            if d.is_dir() and (d / STUDY_FILE).is_file())
+        except OSError:
+            return ""
+        if not inside:
+            return ""
+        shown = ", ".join(inside[:8]) + (f" and {len(inside) - 8} more" if len(inside) > 8 else "")
+        return (f"; it is a folder of {len(inside)} "
+                f"stud{'y' if len(inside) == 1 else 'ies'} ({shown}): name one of them, e.g. "
+                f"{self.path / inside[0]}")
 
     def write_spec(self, spec: dict[str, Any]) -> None:
         """Atomically write ``study.json`` (and keep a copy in ``running.jsonl``).

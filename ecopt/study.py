@@ -200,8 +200,6 @@ class Study:
         self.meter = get_meter(meter)
         if idle_s is not None or subtract_idle is not None:
             self.meter = _legacy_idle_meter(self.meter, idle_s, subtract_idle)
-        from ecopt.meters.power_limit import restore_stale_power_limits
-        restore_stale_power_limits()  # GPU limits left by a process that died holding them
         self.name = name or (Path(storage).name if storage is not None else "study")
 
         if storage is not None:

@@ -20,9 +20,10 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from ecopt._nesting import MAX_VALUE_DEPTH, nesting_depth
 from ecopt._types import Params
 from ecopt.errors import EcoptError, Infeasible, MeterError, TrialPruned
-from ecopt.meters.base import ComponentEnergy, Measurement, Meter, sync_cuda_if_used
+from ecopt.meters.base import Measurement, Meter, sync_cuda_if_used
 
 __all__ = [
     "TrialState",
@@ -71,10 +72,7 @@ def merge_measurements(a: Measurement, b: Measurement) -> Measurement:
     comps = dict(a.components)
     for k, c in b.components.items():
         if k in comps:
-            old = comps[k]
-            comps[k] = ComponentEnergy(old.energy_j + c.energy_j, old.source,
-                                       old.measured and c.measured,
-                                       "; ".join(n for n in {old.note, c.note} if n) or None)
+            comps[k] = comps[k].merged(c)
         else:
             comps[k] = c
     extras = dict(a.extras)
@@ -673,7 +671,23 @@ class Trial:
         self.noise[metric] = float(sd)
 
     def set_user_attr(self, key: str, value: Any) -> None:
-        """Attach a JSON-able annotation to the trial."""
+        """Attach a JSON-able annotation to the trial (kept in its record).
+
+        Args:
+            key: The attribute's name.
+            value: A JSON-able value: numbers, strings, lists and dicts nested
+                at most :data:`~ecopt._nesting.MAX_VALUE_DEPTH` (32) levels.
+
+        Raises:
+            ValueError: for a key that is not a string or a value nested deeper
+                than 32 levels (refused before anything is written: such a line
+                would be skipped by every reader of the study).
+        """
+        if not isinstance(key, str):
+            raise ValueError(f"a user attribute's key must be a string, got {key!r}")
+        if nesting_depth(value, MAX_VALUE_DEPTH) > MAX_VALUE_DEPTH:
+            raise ValueError(f"user attribute {key!r} is nested deeper than {MAX_VALUE_DEPTH} "
+                             "levels (at most 32 levels of lists/dicts are kept in the log)")
         self.user_attrs[key] = value
 
 

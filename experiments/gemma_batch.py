@@ -504,7 +504,7 @@ def _summarise(studies: dict[str, Any], args: Any, device: str, max_mem: float |
         facts["optimiser"] = f
         rows += [["optimiser evaluations (baseline included)", len(recs)],
                  ["infeasible (out of memory) trials", f["infeasible"]],
-                 ["trials with a decode window shorter than the meter's update period",
+                 ["trials with a decode window shorter than 10 meter update periods",
                   f["short_windows"]]]
         if "grid" in facts:
             gf = facts["grid"]

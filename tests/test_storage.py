@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import pytest
 
@@ -133,3 +134,97 @@ def test_read_jsonl_skips_non_objects(tmp_path):
     p.write_text('{"a": 1}\n[1, 2]\n{"b": 2}\n')
     with pytest.warns(RuntimeWarning, match="corrupt line 2"):
         assert list(read_jsonl(p)) == [{"a": 1}, {"b": 2}]
+
+
+def _deep(levels: int) -> str:
+    return "[" * levels + "]" * levels
+
+
+@pytest.mark.parametrize("where", ["trials", "running"])
+def test_a_deeply_nested_line_is_skipped_not_fatal(run_dir, capsys, where):
+    # A valid 2 KB line nested 1,000 levels deep made every reader raise RecursionError.
+    s = _study(run_dir)
+    s.optimize(_f, n_trials=2)
+    s.close()
+    name = "trials.jsonl" if where == "trials" else "running.jsonl"
+    with open(run_dir / name, "a") as f:
+        f.write('{"number": 7, "user_attrs": {"x": ' + _deep(1000) + "}}\n")
+    deep = r"skipping line \d+ .*nested deeper than 64"
+    if where == "trials":
+        with pytest.warns(RuntimeWarning, match=deep):
+            loaded = ecopt.load_study(run_dir)
+        assert [r.number for r in loaded.records] == [0, 1]
+        from ecopt.cli import main
+
+        for cmd in (["show", str(run_dir)], ["report", str(run_dir), "--out",
+                                              str(run_dir / "report")]):
+            assert main(cmd) == 0
+            assert "nested deeper than 64 levels" in capsys.readouterr().err
+    with pytest.warns(RuntimeWarning, match=deep):  # a writer re-opens it and goes on
+        s2 = _study(run_dir)
+        s2.optimize(_f, n_trials=1)
+        s2.close()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert len(ecopt.load_study(run_dir).records) == 3
+
+
+def test_a_line_nested_past_the_reader_limit_is_skipped(tmp_path):
+    from ecopt._nesting import MAX_LINE_DEPTH
+
+    p = tmp_path / "x.jsonl"
+    p.write_text('{"a": ' + _deep(MAX_LINE_DEPTH) + '}\n{"b": ' + _deep(MAX_LINE_DEPTH - 1)
+                 + "}\n")
+    with pytest.warns(RuntimeWarning, match="line 1 .*nested deeper than 64"):
+        got = list(read_jsonl(p))
+    assert list(got[0]) == ["b"]
+
+
+def test_a_deeply_nested_study_json_is_not_a_study(tmp_path):
+    d = tmp_path / "s"
+    d.mkdir()
+    (d / "study.json").write_text('{"format": "ecopt-study", "x": ' + _deep(1000) + "}")
+    with pytest.raises(NotAStudyError, match="not valid JSON|nested deeper"):
+        StudyStorage(d).read_spec()
+
+
+def test_set_user_attr_refuses_an_over_deep_value_before_writing(run_dir):
+    from ecopt._nesting import MAX_VALUE_DEPTH
+
+    def f(t):
+        nested: object = 1
+        for _ in range(MAX_VALUE_DEPTH):
+            nested = [nested]
+        t.set_user_attr("ok", nested)  # exactly the limit is kept
+        with pytest.raises(ValueError, match="'bad' is nested deeper than 32"):
+            t.set_user_attr("bad", [nested])
+        with pytest.raises(ValueError, match="key must be a string"):
+            t.set_user_attr(3, 1)
+        return _f(t)
+
+    s = _study(run_dir)
+    s.optimize(f, n_trials=1)
+    s.close()
+    rec = ecopt.load_study(run_dir).records[0]
+    assert rec.state == "complete" and set(rec.user_attrs) == {"ok"}
+
+
+def test_not_a_study_says_what_the_folder_holds(tmp_path):
+    runs = tmp_path / "runs"
+    for name in ("b-study", "a-study"):
+        s = _study(runs / name)
+        s.optimize(_f, n_trials=1)
+        s.close()
+    (runs / "notes").mkdir()
+    with pytest.raises(NotAStudyError, match=r"folder of 2 studies \(a-study, b-study\): name "
+                                             r"one of them, e\.g\. .*a-study"):
+        ecopt.load_study(runs)
+    (runs / "a-study" / "study.json").unlink()
+    with pytest.raises(NotAStudyError, match=r"study.json was lost: `ecopt repair .*a-study` "
+                                             r"rebuilds it"):
+        ecopt.load_study(runs / "a-study")
+    from ecopt.cli import main
+
+    assert main(["show", str(runs / "a-study")]) == 2
+    assert main(["repair", str(runs / "a-study")]) == 0
+    assert len(ecopt.load_study(runs / "a-study").records) == 1

@@ -28,6 +28,13 @@ The run's start and end times are the trial's; its status is ``FINISHED``
 (complete), ``KILLED`` (pruned) or ``FAILED`` (failed, infeasible): the exact
 state is the ``ecopt.state`` tag.
 
+MLflow never stalls the study: runs are written by one background thread, and
+a call waits at most ``timeout_s`` for its run (MLflow's own HTTP client
+retries a down server for about four minutes). A server that fails or does not
+answer is reported once, as a warning; while it is behind, later trials do not
+wait at all. The trials themselves are always in the study's log, so
+:meth:`MLflowLogger.log_study` back-fills whatever MLflow missed.
+
 Example:
     >>> from ecopt.integrations.mlflow import MLflowLogger
     >>> study.optimize(objective, n_trials=20,
@@ -36,9 +43,14 @@ Example:
 
 from __future__ import annotations
 
+import atexit
 import datetime as _dt
+import logging
+import weakref
 import math
+import queue
 import re
+import threading
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -57,6 +69,8 @@ if TYPE_CHECKING:
     from ecopt.study import Study
 
 __all__ = ["MLflowLogger", "run_status"]
+
+log = logging.getLogger("ecopt")
 
 _BAD_KEY = re.compile(r"[^\w.\- ]")
 _MAX_TAG = 5000  # MLflow allows 8,000 characters; error messages get this much
@@ -102,6 +116,9 @@ class MLflowLogger:
         run_name: Format of each run's name, with ``{number}`` and ``{state}``.
         tags: Extra tags on every run.
         log_curve: Log reported learning curves as step metrics.
+        timeout_s: The longest a trial waits for its run to be stored (> 0).
+            Past it the run is still written in the background, the delay is
+            reported once, and later trials do not wait until MLflow has caught up.
 
     Example:
         >>> logger = MLflowLogger("sqlite:///mlruns.db", experiment_name="bert-energy")
@@ -111,7 +128,10 @@ class MLflowLogger:
 
     def __init__(self, tracking_uri: str | None = None, experiment_name: str | None = None, *,
                  run_name: str = "trial-{number}", tags: Mapping[str, str] | None = None,
-                 log_curve: bool = True) -> None:
+                 log_curve: bool = True, timeout_s: float = 10.0) -> None:
+        if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) \
+                or not (math.isfinite(timeout_s) and timeout_s > 0):
+            raise ValueError(f"timeout_s > 0 must hold (finite seconds), got timeout_s={timeout_s!r}")
         try:
             run_name.format(number=0, state="complete")
         except (KeyError, IndexError, ValueError, AttributeError) as exc:
@@ -123,7 +143,20 @@ class MLflowLogger:
         self.tags = {str(k): str(v) for k, v in (tags or {}).items()}
         self.log_curve = bool(log_curve)
         self.client = MlflowClient(tracking_uri=tracking_uri)
+        self.timeout_s = float(timeout_s)
         self._experiments: dict[str, str] = {}
+        # The background writer: one thread, runs in trial order.
+        self._queue: queue.Queue[tuple[Study, TrialRecord]] = queue.Queue()
+        self._worker: threading.Thread | None = None
+        self._cond = threading.Condition()
+        self._submitted = 0
+        self._finished = 0  # runs written or given up (in submission order)
+        self._behind = False  # a call gave up waiting: later calls do not wait
+        self._failed: list[int] = []  # trial numbers MLflow did not store
+        self._reported = False
+        # Runs still queued when the interpreter exits get one more timeout_s to be written.
+        ref = weakref.ref(self)
+        atexit.register(lambda: (lambda me: me is not None and me.flush(me.timeout_s))(ref()))
 
     def __repr__(self) -> str:
         return (f"MLflowLogger(tracking_uri={self.client.tracking_uri!r}, "
@@ -159,8 +192,72 @@ class MLflowLogger:
 
     # -- one trial ----------------------------------------------------------------------
     def __call__(self, study: Study, record: TrialRecord) -> None:
-        """Log ``record`` as a new run; returns when MLflow has stored it."""
-        self.log_record(study, record)
+        """Log ``record`` as a new run, waiting at most ``timeout_s`` for MLflow.
+
+        Returns when MLflow has stored the run, when writing it failed (reported
+        once as a warning), or after ``timeout_s`` (the run is still written in
+        the background; reported once). While MLflow is behind, returns at once.
+        """
+        with self._cond:
+            self._submitted += 1
+            ticket = self._submitted
+            wait = not self._behind
+            if self._worker is None or not self._worker.is_alive():
+                self._worker = threading.Thread(target=self._drain, name="ecopt-mlflow",
+                                                daemon=True)
+                self._worker.start()
+        self._queue.put((study, record))
+        if not wait:
+            return
+        with self._cond:
+            if not self._cond.wait_for(lambda: self._finished >= ticket, self.timeout_s):
+                self._behind = True
+                self._report(f"MLflow ({self.client.tracking_uri}) has not stored trial "
+                             f"{record.number}'s run after {self.timeout_s:g} s; runs go on being "
+                             "written in the background and later trials do not wait for them")
+
+    def flush(self, timeout_s: float | None = None) -> bool:
+        """Wait until every submitted run is written or given up.
+
+        Args:
+            timeout_s: The longest to wait (``None``: as long as it takes).
+
+        Returns:
+            Whether nothing is left to write.
+        """
+        with self._cond:
+            return self._cond.wait_for(lambda: self._finished >= self._submitted, timeout_s)
+
+    @property
+    def failed(self) -> list[int]:
+        """Trial numbers whose run MLflow did not store (back-fill with :meth:`log_study`)."""
+        with self._cond:
+            return list(self._failed)
+
+    def _drain(self) -> None:
+        while True:
+            study, record = self._queue.get()
+            try:
+                self.log_record(study, record)
+            except Exception as exc:  # noqa: BLE001 - MLflow's failure never reaches the study
+                with self._cond:
+                    self._failed.append(record.number)
+                self._report(f"MLflow ({self.client.tracking_uri}) did not store trial "
+                             f"{record.number}'s run: {type(exc).__name__}: "
+                             f"{str(exc).splitlines()[0] if str(exc) else ''}")
+            with self._cond:
+                self._finished += 1
+                if self._finished >= self._submitted:
+                    self._behind = False
+                self._cond.notify_all()
+
+    def _report(self, what: str) -> None:
+        with self._cond:
+            if self._reported:
+                return
+            self._reported = True
+        log.warning("%s. The trials are saved in the study; reported once. Back-fill MLflow "
+                    "later with MLflowLogger(...).log_study(<study dir>)", what)
 
     def log_record(self, study: Study, record: TrialRecord) -> str:
         """Log one finished trial as a new run and return the run's id."""

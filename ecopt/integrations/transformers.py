@@ -303,7 +303,7 @@ def measure_generate(model: Any, input_ids: Any, trial: Trial, *, max_new_tokens
         trial: The trial whose meter measures the phases.
         max_new_tokens: Tokens generated per sequence.
         **kwargs: Passed on (``use_cache``, ``min_window_s``, ``max_rounds``,
-            ``warmup_steps``, ``meter_period_s``).
+            ``warmup_steps``, ``meter_period_s``, ``max_window_repeats``).
 
     Returns:
         The :class:`~ecopt.workloads.generation.GenerationMeasurement`:

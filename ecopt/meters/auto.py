@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import platform
 import warnings
+from collections.abc import Sequence
 from typing import Any
 
 from ecopt.errors import MeterError
@@ -68,6 +69,17 @@ class CompositeMeter(Meter):
         if len(self.parts) == 1:  # no layer of our own: auto costs what its meter costs
             return self.parts[0].start()
         return super().start()
+
+    def cuda_devices(self) -> Sequence[int] | None:
+        """Every part's devices, so the composite's timestamps come after all their work."""
+        found: set[int] = set()
+        for p in self.parts:
+            d = p.cuda_devices()
+            found.update(d if d is not None else ())
+        if not found:
+            return super().cuda_devices()
+        scope = super().cuda_devices()
+        return sorted(found | set(scope or ()))
 
     def _start(self) -> Any:
         handles: list[WindowHandle] = []

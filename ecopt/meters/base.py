@@ -12,14 +12,16 @@ A new meter is one file: subclass :class:`Meter`, implement ``is_available``,
 from __future__ import annotations
 
 import itertools
+import sys
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ecopt.errors import MeterError
+from ecopt.meters.gpus import current_gpu_scope
 
 __all__ = [
     "ComponentEnergy",
@@ -28,7 +30,21 @@ __all__ = [
     "WindowHandle",
     "WallClockMeter",
     "sync_cuda_if_used",
+    "FLAG_SHORT_WINDOW",
+    "FLAG_AVERAGE_POWER",
+    "FLAG_LOWER_BOUND",
+    "MIN_WINDOW_PERIODS",
 ]
+
+#: A window shorter than ``MIN_WINDOW_PERIODS`` update periods of its meter is flagged
+#: :data:`FLAG_SHORT_WINDOW`: one period of rounding at each end is then more than ~10%.
+MIN_WINDOW_PERIODS = 10
+#: The window was too short for the meter to resolve (see :data:`MIN_WINDOW_PERIODS`).
+FLAG_SHORT_WINDOW = "short-window"
+#: The energy was priced at a power reading averaged over longer than the window.
+FLAG_AVERAGE_POWER = "average-power"
+#: The energy is a lower bound (the counter restarted during the window).
+FLAG_LOWER_BOUND = "lower-bound"
 
 
 @dataclass(frozen=True)
@@ -43,23 +59,38 @@ class ComponentEnergy:
         measured: ``True`` only for hardware readings; estimates are ``False``.
         note: Anything a reader needs to trust the number (e.g. "window shorter
             than the counter's update period").
+        flags: Machine-readable reasons to distrust the number (``FLAG_*``
+            constants of this module, e.g. ``"short-window"``); empty when
+            nothing is known against it. Reports keep flagged figures apart.
     """
 
     energy_j: float
     source: str
     measured: bool
     note: str | None = None
+    flags: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"energy_j": self.energy_j, "source": self.source,
                              "measured": self.measured}
         if self.note:
             d["note"] = self.note
+        if self.flags:
+            d["flags"] = list(self.flags)
         return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ComponentEnergy:
-        return cls(float(d["energy_j"]), str(d["source"]), bool(d["measured"]), d.get("note"))
+        return cls(float(d["energy_j"]), str(d["source"]), bool(d["measured"]), d.get("note"),
+                   tuple(str(f) for f in d.get("flags") or ()))
+
+    def merged(self, other: ComponentEnergy) -> ComponentEnergy:
+        """This component summed with another window's (notes and flags kept from both)."""
+        return ComponentEnergy(self.energy_j + other.energy_j, self.source,
+                               self.measured and other.measured,
+                               "; ".join(n for n in dict.fromkeys((self.note, other.note)) if n)
+                               or None,
+                               tuple(sorted(set(self.flags) | set(other.flags))))
 
 
 @dataclass(frozen=True)
@@ -95,6 +126,11 @@ class Measurement:
     def power_w(self) -> float:
         """Average power over the window, watts (0 for an empty window)."""
         return self.energy_j / self.duration_s if self.duration_s > 0 else 0.0
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        """Every component's flags (sorted, once each): why a figure may not be trusted."""
+        return tuple(sorted({f for c in self.components.values() for f in c.flags}))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -171,7 +207,13 @@ class Meter(ABC):
         self._lock = threading.Lock()
 
     def start(self) -> WindowHandle:
-        """Open a window and return its handle."""
+        """Open a window and return its handle.
+
+        CUDA work already queued on :meth:`cuda_devices` is waited for first, so
+        the window's timestamp and readings come after it (it belongs to the
+        window before).
+        """
+        sync_cuda_if_used(self.cuda_devices())
         state = self._start()
         with self._lock:
             wid = next(self._ids)
@@ -181,9 +223,14 @@ class Meter(ABC):
     def stop(self, handle: WindowHandle) -> Measurement:
         """Close a window and measure it.
 
+        CUDA work queued on :meth:`cuda_devices` inside the window is waited for
+        before the end timestamp and the readings, so the window's duration
+        and energy include it.
+
         Raises:
             MeterError: if the handle is not an open window of this meter.
         """
+        sync_cuda_if_used(self.cuda_devices())
         end = time.perf_counter()
         with self._lock:
             if handle.id not in self._open:
@@ -207,6 +254,14 @@ class Meter(ABC):
     @abstractmethod
     def _stop(self, state: Any, duration_s: float) -> dict[str, ComponentEnergy]:
         """Read the end state and return the energy of each component."""
+
+    def cuda_devices(self) -> Sequence[int] | None:
+        """CUDA devices whose queued work a window waits for at both ends.
+
+        Default: the devices declared with :func:`ecopt.meters.gpus.gpu_scope`,
+        else ``None`` (the current device). GPU meters return the GPUs they read.
+        """
+        return current_gpu_scope()
 
     def describe(self) -> dict[str, Any]:
         """Settings and facts recorded with every measurement and in ``study.json``."""
@@ -254,19 +309,29 @@ class WallClockMeter(Meter):
         return {}
 
 
-def sync_cuda_if_used() -> None:
-    """Wait for queued CUDA work so a GPU window covers it (no-op without torch/CUDA).
+def sync_cuda_if_used(devices: Sequence[int] | None = None) -> None:
+    """Wait for the CUDA work queued on each of ``devices`` (``None``: the current device).
 
-    Only looks at torch if something already imported it: a meter must not pull
-    torch into a process that does not use it.
+    A bare ``torch.cuda.synchronize()`` waits for the current device only, so
+    each device is synchronised in turn. A no-op unless this process already
+    imported torch and initialised CUDA: a meter must neither pull torch into a
+    process that does not use it nor create a CUDA context. So a device where
+    torch holds no memory (``torch.cuda.memory_reserved``: no tensor, so no work
+    of this process) is skipped too: synchronising it would create a context
+    there (hundreds of MB). Devices beyond the visible count are skipped.
     """
-    import sys
-
     torch = sys.modules.get("torch")
     if torch is None:
         return
     try:
-        if torch.cuda.is_available() and torch.cuda.is_initialized():
+        if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
+            return
+        if devices is None:
             torch.cuda.synchronize()
+            return
+        n = torch.cuda.device_count()
+        for d in devices:
+            if 0 <= d < n and torch.cuda.memory_reserved(d) > 0:
+                torch.cuda.synchronize(d)
     except Exception:  # pragma: no cover - best effort on odd builds
         pass

@@ -6,20 +6,44 @@ Two ways to get joules, chosen per GPU at construction:
   a total-energy counter in millijoules since the driver loaded
   (``nvmlDeviceGetTotalEnergyConsumption``). A window's energy is the difference
   of two reads, which costs a few microseconds and misses nothing in between.
-  The counter is refreshed every ~20-100 ms, so a window shorter than that may
-  read 0 J: such windows are **flagged** and their energy is taken as the
-  instant power times the window length (``source="nvml-instant-power"``),
-  never reported as a silent zero (Zeus does the same with
-  ``approx_instant_energy``).
-* **Power sampling** (``source="nvml-power-sampling"``): older GPUs only report
-  power (``nvmlDeviceGetPowerUsage``, milliwatts). A background thread samples
-  it every ``sampling_period_s`` and integrates over time with the trapezoid
-  rule; each window also takes one sample at its start and at its end, so the
-  integral covers the window exactly. The sampling period is recorded.
+  The counter is refreshed periodically (every ~20-100 ms depending on the GPU),
+  so each read is up to one period stale: **the period is measured per GPU
+  model when the meter starts** (the counter is polled until it has changed a
+  few times, as Zeus infers its power counter's period at start-up:
+  ``zeus/monitor/power.py``, ``infer_counter_update_period``) and recorded in
+  ``describe()``, every measurement's ``details`` and the host facts. A window
+  shorter than :data:`~ecopt.meters.base.MIN_WINDOW_PERIODS` (10) periods is
+  flagged ``short-window`` (one period of rounding at each end is then more
+  than ~10%); one shorter than a period, or in which the counter did not move,
+  cannot be resolved by the counter at all and is priced at **instant power x
+  duration** (``source="nvml-instant-power"``, flagged), never reported as a
+  silent 0 J (Zeus's ``approx_instant_energy`` makes the same choice), nor as
+  the counter's jump when a tick falls inside it (a whole period's energy).
+* **Power sampling** (``source="nvml-power-sampling"``): GPUs without the
+  counter report power only. A background thread samples it every
+  ``sampling_period_s`` and integrates over time with the trapezoid rule; each
+  window also takes one sample at its start and at its end, so the integral
+  covers the window exactly.
 
-GPUs are selected by CUDA index (what ``torch`` calls ``cuda:0``), honouring
-``CUDA_VISIBLE_DEVICES`` (indices or ``GPU-<uuid>`` entries). Components are
-named ``gpu:<cuda index>``.
+**Which power reading.** ``nvmlDeviceGetPowerUsage`` is "power averaged over
+1 sec interval" on Ampere (except GA100) and newer GPUs, instantaneous only on
+GA100 and older (NVML API reference, ``nvmlDeviceGetPowerUsage``), so a 0.1 s
+window priced with it is mostly the power of the second before. The
+instantaneous draw is the field ``NVML_FI_DEV_POWER_INSTANT`` of
+``nvmlDeviceGetFieldValues`` (what Zeus reads since v0.9.1, ``get_instant_power_usage``
+in ``zeus/device/gpu/nvidia.py``); ecopt uses it wherever the GPU supports it
+(GPU scope, the field's default) and falls back to ``nvmlDeviceGetPowerUsage``
+otherwise, labelled ``nvml-average-power`` and flagged ``average-power``.
+The sampling path samples the same reading.
+
+**Which GPUs.** Components are ``gpu:<cuda index>``; CUDA indices are matched
+to NVML's devices by UUID (:mod:`ecopt.meters.gpus`). With ``gpus=[...]`` the
+meter reads those GPUs; without, each window reads the GPUs the work declared
+with :func:`ecopt.meters.gpus.gpu_scope` (every workload declares its
+``device``), and every GPU this process can see (``CUDA_VISIBLE_DEVICES``)
+when nothing was declared. MIG devices are refused (see :mod:`ecopt.meters.gpus`).
+Queued CUDA work on the window's GPUs is waited for, device by device, before
+both timestamps (:meth:`ecopt.meters.base.Meter.start` / ``stop``).
 """
 
 from __future__ import annotations
@@ -28,17 +52,43 @@ import importlib
 import os
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
 from ecopt.errors import MeterError, MeterUnavailableError
-from ecopt.meters.base import ComponentEnergy, Meter, sync_cuda_if_used
+from ecopt.meters.base import (
+    FLAG_AVERAGE_POWER,
+    FLAG_LOWER_BOUND,
+    FLAG_SHORT_WINDOW,
+    MIN_WINDOW_PERIODS,
+    ComponentEnergy,
+    Meter,
+)
+from ecopt.meters.gpus import (
+    CudaGpu,
+    cuda_gpus,
+    current_gpu_scope,
+    mig_refusal,
+    select_gpus,
+    visible_gpu_selectors,
+)
 
-__all__ = ["NVMLMeter", "visible_gpu_selectors", "visible_gpus", "select_gpus"]
+__all__ = ["NVMLMeter", "visible_gpu_selectors", "visible_gpus", "select_gpus",
+           "measure_counter_period", "instant_power_mw", "DEFAULT_COUNTER_PERIOD_S"]
 
 _INSTALL_HINT = "pip install 'ecopt[gpu]' (nvidia-ml-py)"
 #: NVML energy counters are unsigned 64-bit millijoules.
 _U64 = 1 << 64
+#: The counter period assumed when it cannot be measured (the slow end of the 20-100 ms
+#: NVML is reported to refresh at; recorded as assumed).
+DEFAULT_COUNTER_PERIOD_S = 0.1
+#: pynvml's NVML_FI_DEV_POWER_INSTANT (nvml.h), for bindings that predate the constant.
+_FI_DEV_POWER_INSTANT = 186
+
+# Measured counter periods, per pynvml module (the real one, or a test's fake) and GPU model.
+_PERIODS: weakref.WeakKeyDictionary[Any, dict[str, float | None]] = weakref.WeakKeyDictionary()
+_PERIODS_LOCK = threading.Lock()
 
 
 def _pynvml() -> Any:
@@ -51,126 +101,152 @@ def _pynvml() -> Any:
             "or use meter='estimate'") from None
 
 
-def visible_gpu_selectors(env: str | None = None) -> list[str] | None:
-    """Entries of ``CUDA_VISIBLE_DEVICES`` (``None`` when unset: every GPU is visible).
-
-    Args:
-        env: The variable's value (default: read from the environment).
-    """
-    value = os.environ.get("CUDA_VISIBLE_DEVICES") if env is None else env
-    if value is None:
-        return None
-    out: list[str] = []
-    for item in value.split(","):
-        item = item.strip()
-        if not item:
-            continue
-        # CUDA stops at the first invalid entry (e.g. "-1" hides every GPU).
-        if item.lstrip("-").isdigit() and int(item) < 0:
-            break
-        out.append(item)
-    return out
-
-
 def visible_gpus(nv: Any, count: int | None = None) -> list[tuple[int, Any]]:
-    """``(nvml index, handle)`` of each GPU CUDA can see, in CUDA's order.
+    """``(nvml index, handle)`` of each GPU CUDA can see, in CUDA's order, matched by UUID.
 
-    ``CUDA_VISIBLE_DEVICES`` is honoured (indices or ``GPU-<uuid>`` entries, stopping at
-    the first invalid one as CUDA does); unset, every GPU in NVML's order.
+    See :func:`ecopt.meters.gpus.cuda_gpus` (which also says how each was
+    matched and whether it is MIG). ``count`` is accepted for compatibility and
+    not needed.
+
+    Raises:
+        MeterError: when CUDA's order cannot be known on this host.
+        pynvml.NVMLError: from NVML.
+    """
+    return [(g.nvml_index, g.handle) for g in cuda_gpus(nv)]
+
+
+def instant_power_mw(nv: Any, handle: Any) -> int | None:
+    """The GPU's instantaneous draw in mW (``NVML_FI_DEV_POWER_INSTANT``), ``None`` if unsupported.
+
+    Raises:
+        pynvml.NVMLError: when the call itself fails (GPU lost, driver gone).
+    """
+    fid = int(getattr(nv, "NVML_FI_DEV_POWER_INSTANT", _FI_DEV_POWER_INSTANT))
+    fn = getattr(nv, "nvmlDeviceGetFieldValues", None)
+    if fn is None:
+        return None
+    v = fn(handle, [fid])[0]
+    if int(v.nvmlReturn) != int(getattr(nv, "NVML_SUCCESS", 0)):
+        return None
+    return int(v.value.uiVal)
+
+
+def measure_counter_period(nv: Any, handle: Any, max_s: float = 0.5, changes: int = 4,
+                           poll_s: float = 0.0005) -> float | None:
+    """The energy counter's update period, measured by polling it until it changed ``changes`` times.
+
+    The period is the mean gap between the observed changes (each seen within
+    ``poll_s`` of happening, so the mean over ``changes - 1`` gaps is off by at
+    most ``poll_s / (changes - 1)``).
 
     Args:
         nv: The initialised ``pynvml`` module.
-        count: ``nvmlDeviceGetCount()`` if already known.
+        handle: The GPU's handle.
+        max_s: Give up after this long (a GPU that draws power changes its
+            counter at every refresh, so only a stuck or fake counter gets here).
+        changes: Changes to observe (``>= 2``).
+        poll_s: Sleep between reads.
 
-    Raises:
-        pynvml.NVMLError: from NVML.
+    Returns:
+        Seconds, or ``None`` when fewer than two changes were seen in ``max_s``.
     """
-    if count is None:
-        count = int(nv.nvmlDeviceGetCount())
-    selectors = visible_gpu_selectors()
-    if selectors is None:
-        return [(i, nv.nvmlDeviceGetHandleByIndex(i)) for i in range(count)]
-    visible: list[tuple[int, Any]] = []
-    for sel in selectors:
-        if sel.isdigit():
-            if int(sel) >= count:
-                break  # CUDA ignores entries after an invalid one
-            visible.append((int(sel), nv.nvmlDeviceGetHandleByIndex(int(sel))))
-        else:
-            h = nv.nvmlDeviceGetHandleByUUID(sel if sel.startswith("GPU-") else f"GPU-{sel}")
-            visible.append((int(nv.nvmlDeviceGetIndex(h)), h))
-    return visible
-
-
-def select_gpus(requested: list[int] | tuple[int, ...] | None, n_visible: int) -> list[int]:
-    """The CUDA indices asked for (default: all ``n_visible``), checked.
-
-    Raises:
-        ValueError: for an empty list, an index outside ``[0, n_visible - 1]`` or a repeat.
-    """
-    wanted = [int(g) for g in requested] if requested is not None else list(range(n_visible))
-    if not wanted:
-        raise ValueError("gpus must name at least one GPU index, got []")
-    for g in wanted:
-        if not 0 <= g < n_visible:
-            raise ValueError(
-                f"GPU index must be in [0, {n_visible - 1}] ({n_visible} visible GPU(s), "
-                f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}), got {g}")
-    if len(set(wanted)) != len(wanted):
-        raise ValueError(f"GPU indices must be unique, got {wanted}")
-    return wanted
+    t_end = time.perf_counter() + max_s
+    last = nv.nvmlDeviceGetTotalEnergyConsumption(handle)
+    seen: list[float] = []
+    while len(seen) < changes and time.perf_counter() < t_end:
+        time.sleep(poll_s)
+        e = nv.nvmlDeviceGetTotalEnergyConsumption(handle)
+        if e != last:
+            seen.append(time.perf_counter())
+            last = e
+    if len(seen) < 2:
+        return None
+    return (seen[-1] - seen[0]) / (len(seen) - 1)
 
 
 @dataclass
 class _Gpu:
-    cuda_index: int
-    nvml_index: int
-    name: str
-    uuid: str
-    handle: Any
+    """One metered GPU: its identity, what NVML offers on it, and its counter's period."""
+
+    cuda: CudaGpu
     counter: bool
+    instant: bool
+    period_s: float
+    period_how: str
+
+    @property
+    def cuda_index(self) -> int:
+        return self.cuda.cuda_index
+
+    @property
+    def handle(self) -> Any:
+        return self.cuda.handle
+
+    @property
+    def name(self) -> str:
+        return self.cuda.name
+
+    @property
+    def reading(self) -> str:
+        return ("instant (NVML_FI_DEV_POWER_INSTANT)" if self.instant
+                else "averaged (nvmlDeviceGetPowerUsage: 1 s on Ampere and newer except GA100)")
+
+    def facts(self) -> dict[str, Any]:
+        return {**self.cuda.facts(), "component": f"gpu:{self.cuda_index}",
+                "method": "energy-counter" if self.counter else "power-sampling",
+                "power_reading": self.reading,
+                "counter_period_s": self.period_s if self.counter else None,
+                "counter_period": self.period_how if self.counter else None}
 
 
 class NVMLMeter(Meter):
     """GPU energy from NVML: energy counter where supported, else sampled power.
 
     Args:
-        gpus: CUDA indices to measure (default: every visible GPU). Index ``i``
-            is the ``i``-th GPU of ``CUDA_VISIBLE_DEVICES`` when it is set.
+        gpus: CUDA indices to measure. Index ``i`` is what torch calls
+            ``cuda:i`` (the ``i``-th GPU of ``CUDA_VISIBLE_DEVICES`` when it is
+            set). Default: per window, the GPUs the work declared with
+            :func:`ecopt.meters.gpus.gpu_scope` (the workloads declare their
+            ``device``), else every visible GPU.
         mode: ``"auto"`` (counter where supported, else sampling),
             ``"counter"`` (error if a GPU lacks the counter) or ``"sampling"``.
         sampling_period_s: Seconds between power samples in sampling mode.
-        counter_period_s: The counter's refresh period assumed when flagging
-            short windows (NVML does not report it; ~0.1 s on current GPUs).
+        counter_period_s: The energy counter's update period. ``None``
+            (default): measured per GPU model when the meter starts (about
+            0.1-0.4 s, once per process), 0.1 s assumed (and recorded so) if the
+            counter does not move. A number is taken as given.
 
     Raises:
         MeterUnavailableError: when nvidia-ml-py is missing, NVML cannot start
-            (no driver) or there is no GPU.
+            (no driver), there is no GPU, or a GPU to meter is MIG.
         ValueError: for a GPU index out of range, a bad mode or period.
-        MeterError: with ``mode="counter"`` on a GPU without the counter.
+        MeterError: with ``mode="counter"`` on a GPU without the counter, or
+            when CUDA's GPU order cannot be known (see :mod:`ecopt.meters.gpus`).
 
     Example:
         >>> meter = NVMLMeter(gpus=[0])
         >>> w = meter.start(); train(); m = meter.stop(w)
-        >>> m.components["gpu:0"].source
-        'nvml-energy-counter'
+        >>> m.components["gpu:0"].source, m.flags
+        ('nvml-energy-counter', ())
     """
 
     name = "nvml"
 
     def __init__(self, gpus: list[int] | tuple[int, ...] | None = None, mode: str = "auto",
-                 sampling_period_s: float = 0.1, counter_period_s: float = 0.1) -> None:
+                 sampling_period_s: float = 0.1, counter_period_s: float | None = None) -> None:
         super().__init__()
         if mode not in ("auto", "counter", "sampling"):
             raise ValueError(f"mode must be 'auto', 'counter' or 'sampling', got {mode!r}")
         if not (sampling_period_s > 0):
             raise ValueError(f"sampling_period_s > 0 must hold, got {sampling_period_s}")
-        if not (counter_period_s >= 0):
-            raise ValueError(f"counter_period_s >= 0 must hold, got {counter_period_s}")
+        if counter_period_s is not None and not (counter_period_s >= 0):
+            raise ValueError(f"counter_period_s >= 0 (or None: measured) must hold, got "
+                             f"{counter_period_s}")
         self.gpus_requested = None if gpus is None else [int(g) for g in gpus]
         self.mode = mode
         self.sampling_period_s = float(sampling_period_s)
-        self.counter_period_s = float(counter_period_s)
+        self.counter_period_s = None if counter_period_s is None else float(counter_period_s)
+        self._carried_periods: dict[str, tuple[float, str]] = {}
         self._setup()
 
     # -- setup ---------------------------------------------------------------
@@ -184,47 +260,89 @@ class NVMLMeter(Meter):
                 f"NVML could not start ({exc}): no NVIDIA driver on this machine? Install the "
                 "driver, or use meter='estimate'") from None
         try:
-            count = int(nv.nvmlDeviceGetCount())
-            visible = visible_gpus(nv, count)
+            visible = cuda_gpus(nv)
         except nv.NVMLError as exc:
             raise MeterError(f"NVML failed while listing GPUs: {exc}") from None
         if not visible:
             raise MeterUnavailableError(
-                f"NVML sees no usable GPU (device count {count}, CUDA_VISIBLE_DEVICES="
+                f"NVML sees no usable GPU (CUDA_VISIBLE_DEVICES="
                 f"{os.environ.get('CUDA_VISIBLE_DEVICES')!r}); use meter='estimate'")
-        wanted = select_gpus(self.gpus_requested, len(visible))
-        self._gpus: list[_Gpu] = []
-        for g in wanted:
-            nvml_index, h = visible[g]
-            counter = False
-            if self.mode != "sampling":
-                try:
-                    nv.nvmlDeviceGetTotalEnergyConsumption(h)
-                    counter = True
-                except nv.NVMLError as exc:
-                    if self.mode == "counter":
-                        raise MeterError(
-                            f"GPU {g} has no NVML energy counter ({exc}; Volta or newer is "
-                            "needed); use mode='sampling' or 'auto'") from None
-            try:
-                name = _text(nv.nvmlDeviceGetName(h))
-                uuid = _text(nv.nvmlDeviceGetUUID(h))
-                if not counter:
-                    nv.nvmlDeviceGetPowerUsage(h)  # fail now, not mid-trial
-            except nv.NVMLError as exc:
-                raise MeterError(f"NVML cannot read GPU {g}: {exc}") from None
-            self._gpus.append(_Gpu(g, nvml_index, name, uuid, h, counter))
+        chosen = [visible[i] for i in select_gpus(self.gpus_requested, len(visible))]
+        for c in chosen:
+            if c.mig:
+                raise MeterUnavailableError(
+                    mig_refusal(c) + ("" if self.gpus_requested is not None else
+                                      "; or meter other GPUs: pass gpus=[...] or set "
+                                      "CUDA_VISIBLE_DEVICES to whole GPUs only"))
+        self._gpus: dict[int, _Gpu] = {c.cuda_index: self._probe(c) for c in chosen}
         self._sampler: _PowerSampler | None = None
         self._sampler_lock = threading.Lock()
+        from ecopt.host import note_gpu_facts
+
+        for g in self._gpus.values():
+            note_gpu_facts(g.cuda.uuid, {k: v for k, v in g.facts().items() if k != "uuid"})
+
+    def _probe(self, c: CudaGpu) -> _Gpu:
+        """What NVML offers on one GPU, failing now rather than mid-trial."""
+        nv = self._nv
+        counter = False
+        if self.mode != "sampling":
+            try:
+                nv.nvmlDeviceGetTotalEnergyConsumption(c.handle)
+                counter = True
+            except nv.NVMLError as exc:
+                if self.mode == "counter":
+                    raise MeterError(
+                        f"GPU {c.cuda_index} has no NVML energy counter ({exc}; Volta or newer is "
+                        "needed); use mode='sampling' or 'auto'") from None
+        try:
+            instant = instant_power_mw(nv, c.handle) is not None
+        except nv.NVMLError:
+            instant = False
+        if not instant:
+            try:
+                nv.nvmlDeviceGetPowerUsage(c.handle)  # the fallback reading: fail now if absent
+            except nv.NVMLError as exc:
+                if not counter:  # with the counter, short windows say power is unreadable
+                    raise MeterError(f"NVML cannot read the power of GPU {c.cuda_index}: "
+                                     f"{exc}") from None
+        period, how = 0.0, ""
+        if counter:
+            period, how = self._counter_period(c)
+        return _Gpu(c, counter, instant, period, how)
+
+    def _counter_period(self, c: CudaGpu) -> tuple[float, str]:
+        if self.counter_period_s is not None:
+            return self.counter_period_s, "given"
+        if c.uuid in self._carried_periods:
+            return self._carried_periods[c.uuid]
+        with _PERIODS_LOCK:
+            cache = _PERIODS.setdefault(self._nv, {})
+            if c.name not in cache:
+                try:
+                    cache[c.name] = measure_counter_period(self._nv, c.handle)
+                except self._nv.NVMLError:
+                    cache[c.name] = None
+            period = cache[c.name]
+        if period is None:
+            return DEFAULT_COUNTER_PERIOD_S, ("assumed: the counter did not change while polled "
+                                              "for 0.5 s at start-up")
+        return period, "measured at start-up"
 
     def __getstate__(self) -> dict[str, Any]:
-        # Settings only: handles and threads are rebuilt in the receiving process.
+        # Settings only (and the measured periods, by GPU UUID, so workers on the same GPUs
+        # need not poll again): handles and threads are rebuilt in the receiving process.
+        gpus = getattr(self, "_gpus", {})
         return {"gpus_requested": self.gpus_requested, "mode": self.mode,
                 "sampling_period_s": self.sampling_period_s,
-                "counter_period_s": self.counter_period_s}
+                "counter_period_s": self.counter_period_s,
+                "_carried_periods": {g.cuda.uuid: (g.period_s, g.period_how)
+                                     for g in gpus.values() if g.counter}}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         super().__setstate__(state)
+        self._carried_periods = {k: (float(v[0]), str(v[1]))
+                                 for k, v in state.get("_carried_periods", {}).items()}
         self._setup()
 
     @classmethod
@@ -238,31 +356,46 @@ class NVMLMeter(Meter):
 
     @property
     def update_period_s(self) -> float:
-        """How often a reading changes: the counter's refresh period, or the sampling period."""
-        periods = [self.counter_period_s if g.counter else self.sampling_period_s
-                   for g in self._gpus]
-        return max(periods)
+        """How often a reading changes: the slowest counter period, or the sampling period."""
+        return max(g.period_s if g.counter else self.sampling_period_s
+                   for g in self._gpus.values())
 
     @property
     def components(self) -> list[str]:
-        """Component names this meter reports (``gpu:<cuda index>``)."""
-        return [f"gpu:{g.cuda_index}" for g in self._gpus]
+        """Component names this meter can report (``gpu:<cuda index>``)."""
+        return [f"gpu:{i}" for i in self._gpus]
 
     # -- windows ---------------------------------------------------------------
-    def _sampling_gpus(self) -> list[_Gpu]:
-        return [g for g in self._gpus if not g.counter]
+    def _window_gpus(self) -> list[_Gpu]:
+        """The GPUs a window opened now reads: ``gpus=``, else the declared scope, else all."""
+        scope = current_gpu_scope() if self.gpus_requested is None else None
+        if scope is None:
+            return list(self._gpus.values())
+        missing = [i for i in scope if i not in self._gpus]
+        if missing:
+            raise MeterError(
+                f"the work declared device(s) {['cuda:%d' % i for i in missing]}, but this NVML "
+                f"meter sees only {self.components} (CUDA_VISIBLE_DEVICES="
+                f"{os.environ.get('CUDA_VISIBLE_DEVICES')!r}); declare a visible device")
+        return [self._gpus[i] for i in scope]
+
+    def cuda_devices(self) -> list[int]:
+        try:
+            return [g.cuda_index for g in self._window_gpus()]
+        except MeterError:  # a scope naming an unseen device: _start says so; sync all here
+            return list(self._gpus)
 
     def _ensure_sampler(self) -> _PowerSampler:
         with self._sampler_lock:
             if self._sampler is None:
-                self._sampler = _PowerSampler(self._nv, self._sampling_gpus(),
-                                              self.sampling_period_s)
+                self._sampler = _PowerSampler(self, [g for g in self._gpus.values()
+                                                     if not g.counter], self.sampling_period_s)
             return self._sampler
 
-    def _read_counters(self) -> dict[int, int]:
+    def _read_counters(self, gpus: list[_Gpu]) -> dict[int, int]:
         nv = self._nv
         out: dict[int, int] = {}
-        for g in self._gpus:
+        for g in gpus:
             if g.counter:
                 try:
                     out[g.cuda_index] = int(nv.nvmlDeviceGetTotalEnergyConsumption(g.handle))
@@ -272,17 +405,27 @@ class NVMLMeter(Meter):
                         f"({g.name}): {exc}; the GPU may be lost or the driver reset") from None
         return out
 
+    def power_w(self, g: _Gpu) -> float:
+        """The GPU's power now, watts: the instant field where supported, else the average."""
+        nv = self._nv
+        if g.instant:
+            mw = instant_power_mw(nv, g.handle)
+            if mw is not None:
+                return mw / 1000.0
+        return float(nv.nvmlDeviceGetPowerUsage(g.handle)) / 1000.0
+
     def _start(self) -> Any:
-        sampled = self._ensure_sampler().mark() if self._sampling_gpus() else {}
-        return (self._read_counters(), sampled, time.perf_counter())
+        gpus = self._window_gpus()
+        sampled = (self._ensure_sampler().mark() if any(not g.counter for g in gpus) else {})
+        return ([g.cuda_index for g in gpus], self._read_counters(gpus), sampled)
 
     def _stop(self, state: Any, duration_s: float) -> dict[str, ComponentEnergy]:
-        sync_cuda_if_used()
-        start_counters, start_sampled, _ = state
-        end_counters = self._read_counters()
+        indices, start_counters, start_sampled = state
+        gpus = [self._gpus[i] for i in indices]
+        end_counters = self._read_counters(gpus)
         end_sampled = self._sampler.mark() if self._sampler is not None and start_sampled else {}
         comps: dict[str, ComponentEnergy] = {}
-        for g in self._gpus:
+        for g in gpus:
             key = f"gpu:{g.cuda_index}"
             if g.counter:
                 comps[key] = self._counter_energy(g, start_counters[g.cuda_index],
@@ -293,51 +436,71 @@ class NVMLMeter(Meter):
                 comps[key] = ComponentEnergy(
                     max(0.0, e1 - e0), "nvml-power-sampling", True,
                     note=f"trapezoid over {n1 - n0 + 1} power samples, period "
-                         f"{self.sampling_period_s:g} s")
+                         f"{self.sampling_period_s:g} s, {g.reading} power",
+                    flags=() if g.instant else (FLAG_AVERAGE_POWER,))
         return comps
 
     def _counter_energy(self, g: _Gpu, start_mj: int, end_mj: int, duration_s: float
                         ) -> ComponentEnergy:
         delta = end_mj - start_mj
-        note = None
+        notes: list[str] = []
+        flags: list[str] = []
         if delta < 0:
             if start_mj > _U64 - (1 << 40):
                 delta += _U64  # the 64-bit counter wrapped
-                note = "energy counter wrapped around 2**64 mJ during the window"
+                notes.append("energy counter wrapped around 2**64 mJ during the window")
             else:
                 # The driver reloaded or the GPU was reset: the counter restarted at 0.
                 delta = end_mj
-                note = ("energy counter reset during the window (driver reload or GPU reset); "
-                        "energy is a lower bound")
-        if delta == 0 or duration_s < self.counter_period_s:
-            counter_j = delta / 1000.0
+                notes.append("energy counter reset during the window (driver reload or GPU "
+                             "reset); energy is a lower bound")
+                flags.append(FLAG_LOWER_BOUND)
+        counter_j = delta / 1000.0
+        period = g.period_s
+        ms = duration_s * 1000
+        if delta == 0 or duration_s < period:
+            # The counter cannot resolve this window: price it at the power now.
+            flags.append(FLAG_SHORT_WINDOW)
             try:
-                power_w = self._nv.nvmlDeviceGetPowerUsage(g.handle) / 1000.0
+                power_w = self.power_w(g)
             except self._nv.NVMLError as exc:
-                # The counter was just read, so the GPU is there; only power is missing.
-                return ComponentEnergy(
-                    counter_j, "nvml-energy-counter", True,
-                    note=f"window of {duration_s * 1000:.3g} ms is shorter than the energy "
-                         f"counter's update period and power is unreadable ({exc}): energy may "
-                         "be underestimated")
-            return ComponentEnergy(
-                max(counter_j, power_w * duration_s), "nvml-instant-power", True,
-                note=f"window of {duration_s * 1000:.3g} ms is shorter than the energy counter's "
-                     f"update period (~{self.counter_period_s * 1000:.0f} ms; counter moved "
-                     f"{counter_j:.4g} J): energy = {power_w:.4g} W instant power x duration")
-        return ComponentEnergy(delta / 1000.0, "nvml-energy-counter", True, note=note)
+                notes.append(f"window of {ms:.3g} ms is shorter than the energy counter's "
+                             f"update period ({period * 1000:.3g} ms) and power is unreadable "
+                             f"({exc}): energy may be underestimated")
+                return ComponentEnergy(counter_j, "nvml-energy-counter", True,
+                                       "; ".join(notes), tuple(sorted(set(flags))))
+            source = "nvml-instant-power" if g.instant else "nvml-average-power"
+            if not g.instant:
+                flags.append(FLAG_AVERAGE_POWER)
+            # Not max(counter, power x duration): a tick inside a sub-period window moves the
+            # counter by a whole period's energy, several times the window's own (seen on an
+            # H200: +60% to +380% on 10-60 ms windows at a 100 ms period).
+            notes.append(f"window of {ms:.3g} ms is shorter than the energy counter's update "
+                         f"period ({period * 1000:.3g} ms, {g.period_how}; counter moved "
+                         f"{counter_j:.4g} J): energy = {power_w:.4g} W {g.reading} power x "
+                         "duration")
+            return ComponentEnergy(power_w * duration_s, source, True,
+                                   "; ".join(notes), tuple(sorted(set(flags))))
+        if duration_s < MIN_WINDOW_PERIODS * period:
+            flags.append(FLAG_SHORT_WINDOW)
+            notes.append(f"window of {ms:.3g} ms spans {duration_s / period:.3g} energy-counter "
+                         f"periods ({period * 1000:.3g} ms, {g.period_how}), fewer than "
+                         f"{MIN_WINDOW_PERIODS}: each end may be one period stale, up to "
+                         f"{100 * period / duration_s:.0f}% of the energy")
+        return ComponentEnergy(counter_j, "nvml-energy-counter", True,
+                               "; ".join(notes) or None, tuple(sorted(set(flags))))
 
     def describe(self) -> dict[str, Any]:
         return {
             "meter": self.name,
             "measured": True,
-            "gpus": [{"component": f"gpu:{g.cuda_index}", "nvml_index": g.nvml_index,
-                      "name": g.name, "uuid": g.uuid,
-                      "method": "energy-counter" if g.counter else "power-sampling"}
-                     for g in self._gpus],
+            "gpus": [g.facts() for g in self._gpus.values()],
+            "scope": ("gpus=" if self.gpus_requested is not None else
+                      "the devices the work declares (gpu_scope), else every visible GPU"),
             "mode": self.mode,
             "sampling_period_s": self.sampling_period_s,
             "counter_period_s": self.counter_period_s,
+            "min_window_periods": MIN_WINDOW_PERIODS,
         }
 
     def close(self) -> None:
@@ -345,10 +508,6 @@ class NVMLMeter(Meter):
         if sampler is not None:
             sampler.stop()
             self._sampler = None
-
-
-def _text(v: Any) -> str:
-    return v.decode() if isinstance(v, bytes) else str(v)
 
 
 class _PowerSampler:
@@ -359,8 +518,9 @@ class _PowerSampler:
     exactly from its first to its last sample.
     """
 
-    def __init__(self, nv: Any, gpus: list[_Gpu], period_s: float) -> None:
-        self._nv = nv
+    def __init__(self, meter: NVMLMeter, gpus: list[_Gpu], period_s: float) -> None:
+        self._meter = meter
+        self._nv = meter._nv
         self._gpus = gpus
         self._period_s = period_s
         self._lock = threading.Lock()
@@ -375,9 +535,7 @@ class _PowerSampler:
 
     def _sample(self) -> None:
         t = time.perf_counter()
-        readings = {}
-        for g in self._gpus:
-            readings[g.cuda_index] = self._nv.nvmlDeviceGetPowerUsage(g.handle) / 1000.0
+        readings = {g.cuda_index: self._meter.power_w(g) for g in self._gpus}
         with self._lock:
             for k, p in readings.items():
                 if k in self._last:

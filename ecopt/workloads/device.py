@@ -15,7 +15,11 @@ rule has one home:
 * :class:`Precision`: ``float32``, ``bfloat16`` or ``float16`` autocast for
   training and inference; ``float16`` trains with a gradient scaler (its
   gradients underflow otherwise).
-* :func:`trial_on_device`: wraps a trial's work; records ``peak_host_rss_gb``
+* :func:`trial_on_device`: wraps a trial's work; declares the device as the
+  trial's GPU scope (:func:`ecopt.meters.gpus.gpu_scope`: an NVML meter built
+  without ``gpus=`` then meters that GPU only, none for ``cpu``, and every
+  meter waits for that device's queued work at both ends of each window);
+  records ``peak_host_rss_gb``
   (this process's resident memory, sampled every 10 ms) and, on CUDA,
   ``peak_device_memory_gb`` (``torch.cuda.max_memory_allocated`` since the
   trial began) even when the trial fails, and turns a CUDA out-of-memory error
@@ -42,6 +46,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ecopt.errors import DeviceUnavailableError, Infeasible
+from ecopt.meters.gpus import gpu_scope
 
 __all__ = ["PRECISIONS", "resolve_device", "available_devices", "is_cuda", "place_model",
            "to_device", "synchronize", "device_memory_gb", "Precision", "trial_on_device",
@@ -238,7 +243,9 @@ def trial_on_device(trial: Any, device: str, rss_period_s: float = 0.01) -> Iter
     * ``peak_device_memory_gb`` (CUDA only): ``torch.cuda.max_memory_allocated``
       since the block began (the peak statistics are reset on entry),
 
-    and the user attribute ``device``. A ``torch.cuda.OutOfMemoryError`` inside
+    and the user attribute ``device``. The block runs in ``gpu_scope(device)``:
+    the study's NVML meter (when built without ``gpus=``) meters this device
+    only (no GPU on ``cpu``). A ``torch.cuda.OutOfMemoryError`` inside
     the block frees the cached blocks and is raised again as
     :class:`ecopt.Infeasible` with the device, the peak reached and torch's
     message, so the study records the trial as infeasible.
@@ -257,7 +264,8 @@ def trial_on_device(trial: Any, device: str, rss_period_s: float = 0.01) -> Iter
     rss.__enter__()
     oom: str | None = None
     try:
-        yield
+        with gpu_scope(device):
+            yield
     except _oom_types() as exc:
         if not cuda:
             raise

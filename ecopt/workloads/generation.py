@@ -16,19 +16,30 @@ measured in its own meter windows:
 
 * **prefill** (phase ``prefill``): one forward pass over the prompts, which
   yields each sequence's first token; reported as **joules per prompt**
-  (``prefill_j_per_prompt``) and time to first token (``ttft_ms``). When one
-  pass is shorter than the meter's update period the pass is repeated inside
-  the window (``prefill_repeats``) so the meter can resolve it.
+  (``prefill_j_per_prompt``) and time to first token (``ttft_ms``).
 * **decode** (phase ``decode``): the remaining ``max_new_tokens - 1`` steps,
   one token per sequence per step, with the KV cache (or without it:
   ``use_cache=False`` recomputes the whole sequence each step). The batch is
   static, so it is full for the whole window (no sequence stops early: EOS
   is not a stop condition), and kernels, allocator and cache were warmed up by
   a ``warmup`` phase first: the window is the steady state. Reported as
-  **decode tokens per joule** (``decode_tokens_per_joule``); the window's
-  length is recorded (``decode_window_s``, and the shortest single window
-  ``decode_window_min_s``) and a window shorter than the meter's update period
-  is flagged (``decode_window_short`` = 1, ``prefill_window_short`` likewise).
+  **decode tokens per joule** (``decode_tokens_per_joule``).
+
+**Windows many meter ticks long.** A meter's reading changes once per update
+period (NVML's energy counter: measured when the meter starts, typically
+20-100 ms), so a window one or two periods long can be off by a whole period.
+Each window is therefore sized to at least
+:data:`~ecopt.meters.base.MIN_WINDOW_PERIODS` (10) update periods, timed on the
+warm-up: a prefill window repeats the pass (``prefill_repeats``), a decode
+window repeats the whole decode from the same prefill cache (``decode_repeats``;
+each repeat but the last decodes from a copy of the cache, made inside the
+window: one copy of the prompt's keys and values per ``max_new_tokens - 1``
+steps, counted as decode energy). Repeats are capped (``max_window_repeats``);
+a window still shorter than 10 periods is flagged (``prefill_window_short``,
+``decode_window_short`` = 1, the user attribute ``short_window`` says why, and
+the meter flags its components ``short-window``). The window lengths are
+recorded (``decode_window_s``, the shortest single windows
+``decode_window_min_s`` and ``prefill_window_min_s``).
 
 Rounds (prefill + decode) repeat until the decode windows add up to
 ``min_window_s``. ``tokens_per_joule`` is end to end: all generated tokens
@@ -69,6 +80,7 @@ Example:
 
 from __future__ import annotations
 
+import copy
 import inspect
 import math
 import os
@@ -79,6 +91,7 @@ from typing import Any
 import numpy as np
 
 from ecopt.errors import Infeasible
+from ecopt.meters.base import MIN_WINDOW_PERIODS
 from ecopt.trial import Trial
 from ecopt.workloads.device import (
     is_cuda,
@@ -386,10 +399,10 @@ def max_batch_for_memory(arch: GemmaArch, memory_gb: float, prompt_len: int,
 def meter_update_period_s(meter: Any) -> float | None:
     """How often a meter's reading changes, in seconds (``None`` when it has no such period).
 
-    NVML's energy counter refreshes every ~0.1 s; sampled power every
-    ``sampling_period_s``; CodeCarbon every ``measure_power_secs``. Composite
-    and wrapping meters report the slowest of their parts. A window shorter
-    than this cannot be resolved by the counter.
+    NVML: its energy counter's period as the meter measured it at start-up
+    (or the sampling period); CodeCarbon every ``measure_power_secs``.
+    Composite and wrapping meters report the slowest of their parts. Windows
+    are sized to :data:`~ecopt.meters.base.MIN_WINDOW_PERIODS` of these.
     """
     periods: list[float] = []
     for part in getattr(meter, "parts", None) or []:
@@ -421,19 +434,25 @@ class GenerationMeasurement:
         batch_size, prompt_len, max_new_tokens: The generation measured.
         rounds: Prefill + decode rounds run (until the decode windows add up to
             ``min_window_s``).
-        prefill_repeats: Prefill passes per prefill window (1 unless one pass is
-            shorter than the meter's update period).
+        prefill_repeats: Prefill passes per prefill window in the last round
+            (enough for 10 meter update periods, see the module docstring; a
+            round whose window came out short raises it for the next).
+        decode_repeats: Decodes (of ``max_new_tokens - 1`` steps) per decode
+            window in the last round, likewise.
         prefill_j, prefill_s: Joules and seconds of every prefill window.
-        prefill_prompts: Prompts encoded in them (``batch x repeats x rounds``).
+        prefill_prompts: Prompts encoded in them (``batch x`` every pass of every round).
         decode_j, decode_s: Joules and seconds of every decode window (the
             steady-state window's length is ``decode_s``).
         decode_tokens: Tokens generated in them.
-        generated_tokens: Every generated token (prefill's first tokens included).
+        generated_tokens: Tokens of the generations measured, ``batch x max_new_tokens``
+            per round (prefill's first tokens included; repeats inside a window
+            measure the same generation again and are not counted).
         ttft_ms: Mean time of one prefill pass (time to first token).
         latency_per_token_ms: Mean decode step time.
         p95_latency_ms: 95th percentile of the decode steps and prefill passes.
         decode_window_min_s, prefill_window_min_s: The shortest single window.
-        meter_update_period_s: The meter's update period (``None``: unknown).
+        meter_update_period_s: The meter's update period (``None``: unknown);
+            windows shorter than 10 of them are flagged.
         measured: Every window measured by hardware.
     """
 
@@ -442,6 +461,7 @@ class GenerationMeasurement:
     max_new_tokens: int
     rounds: int
     prefill_repeats: int
+    decode_repeats: int
     prefill_j: float
     prefill_s: float
     prefill_prompts: int
@@ -465,26 +485,40 @@ class GenerationMeasurement:
     def decode_tokens_per_joule(self) -> float:
         return self.decode_tokens / self.decode_j if self.decode_j > 0 else math.nan
 
+    def _per_generation(self, prefill: float, decode: float) -> float:
+        """Joules (or seconds) of one generation: one prefill pass and one decode of the batch."""
+        steps = self.max_new_tokens - 1
+        out = prefill * self.batch_size / self.prefill_prompts if self.prefill_prompts else 0.0
+        if self.decode_tokens:
+            out += decode * self.batch_size * steps / self.decode_tokens
+        return out
+
     @property
     def tokens_per_joule(self) -> float:
-        """End to end: generated tokens over the joules of one prefill pass per round + decode."""
-        j = self.prefill_j / self.prefill_repeats + self.decode_j
-        return self.generated_tokens / j if j > 0 else math.nan
+        """End to end: a generation's tokens over the joules of one prefill pass and one decode."""
+        j = self._per_generation(self.prefill_j, self.decode_j)
+        return self.batch_size * self.max_new_tokens / j if j > 0 else math.nan
 
     @property
     def tokens_per_s(self) -> float:
-        s = self.prefill_s / self.prefill_repeats + self.decode_s
-        return self.generated_tokens / s if s > 0 else math.nan
+        s = self._per_generation(self.prefill_s, self.decode_s)
+        return self.batch_size * self.max_new_tokens / s if s > 0 else math.nan
+
+    @property
+    def min_window_s(self) -> float | None:
+        """The shortest window the meter resolves well: 10 update periods (``None``: no period)."""
+        p = self.meter_update_period_s
+        return None if p is None else MIN_WINDOW_PERIODS * p
 
     @property
     def decode_window_short(self) -> bool:
-        p = self.meter_update_period_s
-        return p is not None and self.decode_tokens > 0 and self.decode_window_min_s < p
+        w = self.min_window_s
+        return w is not None and self.decode_tokens > 0 and self.decode_window_min_s < w
 
     @property
     def prefill_window_short(self) -> bool:
-        p = self.meter_update_period_s
-        return p is not None and self.prefill_window_min_s < p
+        w = self.min_window_s
+        return w is not None and self.prefill_window_min_s < w
 
     def metrics(self) -> dict[str, float]:
         """The figures as trial metrics (unit-suffixed names; flags as 0/1)."""
@@ -504,6 +538,7 @@ class GenerationMeasurement:
             "decode_window_short": float(self.decode_window_short),
             "prefill_window_short": float(self.prefill_window_short),
             "prefill_repeats": float(self.prefill_repeats),
+            "decode_repeats": float(self.decode_repeats),
         }
         if self.meter_update_period_s is not None:
             out["meter_update_period_s"] = self.meter_update_period_s
@@ -576,8 +611,8 @@ def greedy_tokens(model: Any, input_ids: Any, max_new_tokens: int, use_cache: bo
 
 def measure_generation(model: Any, input_ids: Any, trial: Trial, *, max_new_tokens: int,
                        use_cache: bool = True, min_window_s: float = 0.3, max_rounds: int = 50,
-                       warmup_steps: int = 2, meter_period_s: float | None = None
-                       ) -> GenerationMeasurement:
+                       warmup_steps: int = 8, meter_period_s: float | None = None,
+                       max_window_repeats: int = 10_000) -> GenerationMeasurement:
     """Measure prefill and decode of greedy generation for a batch of prompts (see module docstring).
 
     Opens the trial's phases ``warmup`` (not part of any figure, but part of the
@@ -594,10 +629,14 @@ def measure_generation(model: Any, input_ids: Any, trial: Trial, *, max_new_toke
         use_cache: Decode with the KV cache (else recompute the whole sequence).
         min_window_s: Repeat rounds until the decode windows add up to this.
         max_rounds: Upper bound on the rounds.
-        warmup_steps: Decode steps of the warm-up round.
+        warmup_steps: Decode steps of the warm-up round (at most ``max_new_tokens
+            - 1``); their median time sizes the decode windows (with 0, a decode
+            window is one decode).
         meter_period_s: The meter's update period (default:
-            :func:`meter_update_period_s` of ``trial.meter``); windows shorter are
-            flagged, and prefill passes are repeated to fill one.
+            :func:`meter_update_period_s` of ``trial.meter``); each window is
+            sized to 10 of them, and shorter ones are flagged.
+        max_window_repeats: Upper bound on the prefill passes, and on the
+            decodes, in one window.
 
     Raises:
         ValueError: for a non-2-D ``input_ids`` or non-positive counts.
@@ -607,7 +646,8 @@ def measure_generation(model: Any, input_ids: Any, trial: Trial, *, max_new_toke
     if getattr(input_ids, "ndim", 0) != 2 or input_ids.shape[0] < 1 or input_ids.shape[1] < 1:
         raise ValueError(f"input_ids must be a (batch, prompt_len) tensor, got shape "
                          f"{tuple(getattr(input_ids, 'shape', ()))}")
-    for what, v in (("max_new_tokens", max_new_tokens), ("max_rounds", max_rounds)):
+    for what, v in (("max_new_tokens", max_new_tokens), ("max_rounds", max_rounds),
+                    ("max_window_repeats", max_window_repeats)):
         if isinstance(v, bool) or int(v) < 1:
             raise ValueError(f"{what} >= 1 must hold, got {what}={v!r}")
     if not min_window_s >= 0 or warmup_steps < 0:
@@ -616,6 +656,7 @@ def measure_generation(model: Any, input_ids: Any, trial: Trial, *, max_new_toke
     device = str(input_ids.device)
     batch, prompt_len = int(input_ids.shape[0]), int(input_ids.shape[1])
     period = meter_period_s if meter_period_s is not None else meter_update_period_s(trial.meter)
+    target_s = MIN_WINDOW_PERIODS * period if period is not None else None
     steps = int(max_new_tokens) - 1
     fwd = _Forward(model)
     step_s: list[float] = []
@@ -628,24 +669,42 @@ def measure_generation(model: Any, input_ids: Any, trial: Trial, *, max_new_toke
         synchronize(device)
         clock.append(time.perf_counter())
 
+    def repeats_for(one_s: float | None, now: int = 1) -> int:
+        """Repeats of a ``one_s``-second piece of work that fill ``target_s`` (with half again to
+        spare: the timing is an estimate, and a window a hair short is flagged), never fewer
+        than ``now``."""
+        if target_s is None or not one_s or one_s <= 0:
+            return now
+        return int(min(max_window_repeats, max(now, math.ceil(1.5 * target_s / one_s))))
+
+    def timed(fn: Any) -> float:
+        t = time.perf_counter()
+        fn()
+        synchronize(device)
+        return time.perf_counter() - t
+
     with torch.inference_mode():
         with trial.phase("warmup"):
-            t0 = time.perf_counter()
-            nxt, cache = fwd(input_ids, use_cache=use_cache)
+            nxt, cache = fwd(input_ids, use_cache=use_cache)  # cold: allocation, kernel choice
             synchronize(device)
-            one_prefill_s = time.perf_counter() - t0  # cold: allocation and kernel choice
-            _decode(fwd, input_ids, nxt, cache, min(warmup_steps, steps), use_cache)
+            warm = min(warmup_steps, steps)
+            clock[:] = [time.perf_counter()]
+            _decode(fwd, input_ids, nxt, cache, warm, use_cache, after_step=stamp)
+            # The warm steps after the first; a whole decode takes `steps` of them.
+            warm_steps = [b - a for a, b in zip(clock, clock[1:])]
+            one_decode_s = (float(np.median(warm_steps[1:] or warm_steps)) * steps
+                            if warm_steps else None)
             del cache
-            if period is not None and one_prefill_s < 3 * period:
-                # Short enough that repeats may be needed: time a warm pass (cheap here).
-                t0 = time.perf_counter()
-                fwd(input_ids, use_cache=use_cache)
-                synchronize(device)
-                one_prefill_s = time.perf_counter() - t0
-        # Repeat the prefill pass inside its window when one pass is too short to resolve.
-        repeats = 1
-        if period is not None and one_prefill_s > 0:
-            repeats = int(min(50, max(1, math.ceil(period / one_prefill_s))))
+            one_prefill_s: float | None = None
+            if target_s is not None:
+                # A warm pass (the cold one above chose kernels and allocated); when it is
+                # short enough that repeats are needed, the median of three.
+                one_prefill_s = timed(lambda: fwd(input_ids, use_cache=use_cache))
+                if one_prefill_s < target_s:
+                    one_prefill_s = float(np.median([one_prefill_s] + [
+                        timed(lambda: fwd(input_ids, use_cache=use_cache)) for _ in range(2)]))
+        repeats = repeats_for(one_prefill_s)
+        decode_repeats = repeats_for(one_decode_s) if steps else 1
         rounds = 0
         while True:
             with trial.phase("prefill", samples=batch * repeats):
@@ -660,11 +719,24 @@ def measure_generation(model: Any, input_ids: Any, trial: Trial, *, max_new_toke
             ttft_s.append(t1 - t0)
             prefill_windows.append(t1 - w0)
             if steps:
-                with trial.phase("decode", samples=batch * steps):
-                    clock[:] = [time.perf_counter()]
-                    _decode(fwd, input_ids, nxt, cache, steps, use_cache, after_step=stamp)
-                step_s += [b - a for a, b in zip(clock, clock[1:])]
-                decode_windows.append(clock[-1] - clock[0])
+                with trial.phase("decode", samples=batch * steps * decode_repeats):
+                    w0 = time.perf_counter()
+                    for r in range(decode_repeats):
+                        # Each repeat decodes from the same prompt cache; all but the last
+                        # from a copy (decoding extends the cache in place).
+                        use = copy.deepcopy(cache) if r < decode_repeats - 1 and use_cache \
+                            else cache
+                        clock[:] = [time.perf_counter()]
+                        _decode(fwd, input_ids, nxt, use, steps, use_cache, after_step=stamp)
+                        step_s += [b - a for a, b in zip(clock, clock[1:])]
+                        del use
+                    w1 = clock[-1]
+                decode_windows.append(w1 - w0)
+            used = (repeats, decode_repeats)
+            # A window that came out short (the estimate was off) sizes the next rounds.
+            repeats = repeats_for(prefill_windows[-1] / repeats, repeats)
+            if steps:
+                decode_repeats = repeats_for(decode_windows[-1] / decode_repeats, decode_repeats)
             del cache
             rounds += 1
             if sum(decode_windows) >= min_window_s or rounds >= max_rounds:
@@ -673,10 +745,11 @@ def measure_generation(model: Any, input_ids: Any, trial: Trial, *, max_new_toke
     all_steps = np.asarray(step_s + ttft_s) * 1e3
     return GenerationMeasurement(
         batch_size=batch, prompt_len=prompt_len, max_new_tokens=int(max_new_tokens),
-        rounds=rounds, prefill_repeats=repeats,
-        prefill_j=pre.energy_j, prefill_s=pre.duration_s, prefill_prompts=batch * repeats * rounds,
+        rounds=rounds, prefill_repeats=used[0], decode_repeats=used[1],
+        prefill_j=pre.energy_j, prefill_s=pre.duration_s, prefill_prompts=int(pre.samples or 0),
         decode_j=dec.energy_j if dec else 0.0, decode_s=dec.duration_s if dec else 0.0,
-        decode_tokens=batch * steps * rounds, generated_tokens=batch * max_new_tokens * rounds,
+        decode_tokens=int(dec.samples or 0) if dec else 0,
+        generated_tokens=batch * max_new_tokens * rounds,
         ttft_ms=1e3 * float(np.mean(ttft_s)),
         latency_per_token_ms=1e3 * float(np.mean(step_s)) if step_s else 1e3 * float(np.mean(ttft_s)),
         p95_latency_ms=float(np.percentile(all_steps, 95)),
@@ -709,6 +782,8 @@ class GenerationObjective:
         returns: Metric names returned to the study (the objectives); every
             other metric is recorded with ``trial.set_metric``.
         seed: Seed of the weights and the random prompts.
+        max_window_repeats: Upper bound on the prefill passes, and on the
+            decodes, repeated in one window to make it 10 meter update periods long.
     """
 
     arch: GemmaArch = field(default_factory=GemmaArch)
@@ -725,6 +800,7 @@ class GenerationObjective:
     max_repeats: int = 50
     returns: tuple[str, ...] = ("tokens_per_joule", "p95_latency_ms")
     seed: int = 0
+    max_window_repeats: int = 10_000
 
     _METRICS = ("tokens_per_joule", "tokens_per_s", "latency_per_token_ms", "p95_latency_ms",
                 "peak_memory_gb", "predicted_memory_gb", "n_params", "generated_tokens",
@@ -738,6 +814,8 @@ class GenerationObjective:
             raise ValueError(f"min_window_s >= 0 must hold, got {self.min_window_s}")
         if self.max_repeats < 1:
             raise ValueError(f"max_repeats >= 1 must hold, got {self.max_repeats}")
+        if self.max_window_repeats < 1:
+            raise ValueError(f"max_window_repeats >= 1 must hold, got {self.max_window_repeats}")
         unknown = [r for r in self.returns if r not in self._METRICS]
         if unknown or not self.returns:
             raise ValueError(f"returns must be a non-empty subset of {list(self._METRICS)}, "
@@ -812,7 +890,8 @@ class GenerationObjective:
         ids = to_device(torch.randint(3, vocab, (batch, prompt_len), generator=g), device)
         m = measure_generation(model, ids, trial, max_new_tokens=new_tokens,
                                use_cache=bool(self._p(trial, "use_cache")),
-                               min_window_s=self.min_window_s, max_rounds=self.max_repeats)
+                               min_window_s=self.min_window_s, max_rounds=self.max_repeats,
+                               max_window_repeats=self.max_window_repeats)
         trial.set_user_attr("rounds", m.rounds)
         trial.set_user_attr("repeats", m.rounds)
         trial.set_user_attr("model", self.model_path or f"gemma3-random:{asdict(arch)}")
@@ -821,6 +900,8 @@ class GenerationObjective:
                 "short_window",
                 f"a {'decode' if m.decode_window_short else 'prefill'} window "
                 f"({min(m.decode_window_min_s, m.prefill_window_min_s) * 1e3:.3g} ms) is shorter "
-                f"than the meter's update period ({m.meter_update_period_s:g} s): its energy is "
-                "an instant-power estimate or 0; raise min_window_s or the batch")
+                f"than {MIN_WINDOW_PERIODS} update periods of the meter "
+                f"({m.meter_update_period_s:g} s each) even after {self.max_window_repeats} "
+                "repeats: its energy may be off by more than ~10%; raise the batch or "
+                "max_window_repeats")
         return m.metrics(), predicted, n_params

@@ -23,8 +23,8 @@ def script():
 
 @pytest.fixture
 def fake_nvml_gpus(monkeypatch):
-    """A fake ``pynvml`` with one GPU (ecopt.meters._fake_nvml), for meter-dependent parts."""
-    from ecopt.meters._fake_nvml import FakeGpu, make_fake_pynvml
+    """A fake ``pynvml`` with one GPU (tests/fake_pynvml.py), for meter-dependent parts."""
+    from fake_pynvml import FakeGpu, make_fake_pynvml
 
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     mod = make_fake_pynvml([FakeGpu()])

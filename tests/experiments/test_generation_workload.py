@@ -140,10 +140,11 @@ def test_short_windows_are_flagged_and_prefill_repeated(tmp_path):
     study = _study(tmp_path)
     t = study.ask(params={"batch_size": 2})
     m = measure_generation(model, ids, t, max_new_tokens=3, min_window_s=0.0,
-                           meter_period_s=30.0)
-    assert m.decode_window_short and m.prefill_window_short
-    assert m.prefill_repeats == 50  # capped; 30 s is beyond any prefill here
-    assert m.prefill_prompts == 2 * 50 and t.phases["prefill"].samples == 100
+                           meter_period_s=30.0, max_window_repeats=20)
+    assert m.decode_window_short and m.prefill_window_short  # 300 s is beyond the cap here
+    assert m.prefill_repeats == 20 and m.decode_repeats == 20
+    assert m.prefill_prompts == 2 * 20 and t.phases["prefill"].samples == 40
+    assert t.phases["decode"].samples == m.decode_tokens == 2 * 2 * 20
     assert m.metrics()["meter_update_period_s"] == 30.0
     t2 = study.ask(params={"batch_size": 2})
     m2 = measure_generation(model, ids, t2, max_new_tokens=1, min_window_s=0.0,
@@ -152,6 +153,59 @@ def test_short_windows_are_flagged_and_prefill_repeated(tmp_path):
     assert m2.decode_tokens == 0 and "decode" not in t2.phases and m2.generated_tokens == 2
     with pytest.raises(ValueError, match="batch, prompt_len"):
         measure_generation(model, ids[0], t2, max_new_tokens=2)
+    study.close()
+
+
+def test_finding_2_windows_are_sized_to_ten_meter_periods(tmp_path):
+    """Issue 30 finding 2: windows used to be sized to one period (a tick off = 100%)."""
+    import torch
+
+    from ecopt.workloads.generation import measure_generation
+
+    model = build_causal_lm(TINY)
+    ids = torch.randint(3, 64, (2, 3))
+    study = _study(tmp_path)
+    t = study.ask(params={"batch_size": 2})
+    m = measure_generation(model, ids, t, max_new_tokens=4, min_window_s=0.0,
+                           meter_period_s=0.01)
+    assert m.min_window_s == pytest.approx(0.1)
+    # Timed on the warm-up, so a loaded machine may make a window a little short; most of it.
+    assert m.prefill_window_min_s >= 0.05 and m.decode_window_min_s >= 0.05
+    assert m.prefill_repeats > 1 and m.decode_repeats > 1
+    assert t.phases["decode"].samples == 2 * 3 * m.decode_repeats == m.decode_tokens
+    j = t.phases["prefill"].energy_j / m.prefill_repeats + t.phases["decode"].energy_j / \
+        m.decode_repeats
+    assert m.tokens_per_joule == pytest.approx(2 * 4 / j)  # one prefill + one decode's joules
+    assert m.metrics()["decode_repeats"] == m.decode_repeats
+    study.close()
+
+
+def test_windows_follow_the_nvml_meters_measured_period(tmp_path, monkeypatch):
+    """The period comes from the meter (measured at start-up), and the meter finds the windows long."""
+    import sys
+
+    import torch
+
+    import ecopt
+    from ecopt.meters.nvml import NVMLMeter
+    from ecopt.workloads.generation import measure_generation
+    from fake_pynvml import FakeGpu, make_fake_pynvml
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setitem(sys.modules, "pynvml", make_fake_pynvml(
+        [FakeGpu(live=True, counter_period_s=0.01, power_mw=200_000)]))
+    meter = NVMLMeter(gpus=[0])
+    study = ecopt.Study(ecopt.SearchSpace({"batch_size": ecopt.Int(1, 8)}),
+                        [ecopt.Objective("tokens_per_joule", "max")], storage=tmp_path / "n",
+                        sampler="random", meter=meter)
+    t = study.ask(params={"batch_size": 2})
+    m = measure_generation(build_causal_lm(TINY), torch.randint(3, 64, (2, 3)), t,
+                           max_new_tokens=4, min_window_s=0.0)
+    assert m.meter_update_period_s == pytest.approx(0.01, rel=0.3)
+    assert m.prefill_repeats > 1 and m.decode_repeats > 1
+    for name in ("prefill", "decode"):
+        c = t.phases[name].measurement.components["gpu:0"]
+        assert c.source == "nvml-energy-counter" and t.phases[name].duration_s >= 0.05
     study.close()
 
 

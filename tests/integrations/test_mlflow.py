@@ -63,6 +63,7 @@ def test_each_trial_becomes_a_run_with_params_energy_provenance_state_and_curve(
                      name="mlflow-demo", pruner=_PruneTrial2()) as st:
         st.optimize(objective, n_trials=3, show_progress=False, callbacks=[logger])
         records = {r.number: r for r in st.records}
+    assert logger.flush(120) and logger.failed == []
 
     # Read everything back through a fresh client on the same store.
     from mlflow.tracking import MlflowClient
@@ -137,3 +138,53 @@ def test_status_mapping_and_bad_run_name():
     assert run_status(TrialState.INFEASIBLE) == "FAILED"
     with pytest.raises(ValueError, match="run_name may use only"):
         MLflowLogger("sqlite:///unused.db", run_name="trial-{trial}")
+
+
+def _silent_server():
+    """A TCP server that accepts connections and never answers (a hung tracking server)."""
+    import socket
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(16)
+    return srv
+
+
+@pytest.mark.parametrize("down", ["refused", "hung"])
+def test_a_down_tracking_server_never_stalls_the_study(tmp_path, caplog, down):
+    # MLflow's HTTP client retries a down server for about four minutes per call.
+    import socket
+    import time
+
+    if down == "refused":
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()  # nothing listens there: connection refused
+        srv = None
+    else:
+        srv = _silent_server()
+        port = srv.getsockname()[1]
+    logger = MLflowLogger(f"http://127.0.0.1:{port}", timeout_s=0.5)
+    space = ecopt.SearchSpace({"x": ecopt.Float(0, 1)})
+    t0 = time.monotonic()
+    with caplog.at_level("WARNING", logger="ecopt"):
+        with ecopt.Study(space, [ecopt.Objective("a", "min"), ecopt.Objective("b", "min")],
+                         storage=tmp_path / "s", sampler="random", meter="estimate") as st:
+            st.optimize(lambda t: {"a": t["x"], "b": 1 - t["x"]}, n_trials=4,
+                        show_progress=False, callbacks=[logger])
+            n = len(st.records)
+    took = time.monotonic() - t0
+    assert n == 4  # every trial saved
+    # One bounded wait (the first trial), then no waiting while MLflow is behind.
+    assert took < 30, took
+    warned = [r for r in caplog.records if "MLflow" in r.getMessage()]
+    assert len(warned) == 1, [r.getMessage() for r in warned]
+    assert "log_study" in warned[0].getMessage() and "trials are saved" in warned[0].getMessage()
+    if srv is not None:
+        srv.close()
+
+
+def test_timeout_s_must_be_positive():
+    with pytest.raises(ValueError, match="timeout_s > 0 must hold"):
+        MLflowLogger("sqlite:///unused.db", timeout_s=0)

@@ -1,10 +1,8 @@
-"""Fakes for hardware this machine lacks: a ``pynvml`` module and a powercap sysfs tree.
+"""Fakes for hardware this machine lacks: a ``pynvml`` module, ``torch.cuda`` and a powercap tree.
 
-The fake ``pynvml`` (:mod:`ecopt.meters._fake_nvml`, shared with
-``scripts/gpu_check.py --dry-run``) mirrors the real module's surface that
-ecopt uses (error classes with ``.value``, millijoule energy counters,
-milliwatt power, power limits and their permission check); tests change the
-fake GPUs' state between calls.
+The fake ``pynvml`` and ``torch.cuda`` (``tests/fake_pynvml.py``, shared with
+``scripts/gpu_check.py --dry-run``) mirror what ecopt relies on in the real
+ones (see that module's docstring); tests change the fake GPUs' state between calls.
 """
 
 from __future__ import annotations
@@ -15,13 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from ecopt.meters._fake_nvml import FakeGpu, make_fake_pynvml
+from fake_pynvml import FakeCuda, FakeGpu, make_fake_pynvml
 
 
 @pytest.fixture
 def fake_nvml(monkeypatch):
     """Install a fake ``pynvml``; call the fixture's value with a list of FakeGpu."""
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)
 
     def install(gpus: list[FakeGpu] | None = None, init_error: int | None = None):
         mod = make_fake_pynvml(gpus if gpus is not None else [FakeGpu()], init_error)
@@ -92,5 +91,6 @@ def powercap(tmp_path):
 @pytest.fixture
 def hw():
     """The helpers above (test modules cannot import conftest under importlib mode)."""
-    return types.SimpleNamespace(FakeGpu=FakeGpu, make_fake_pynvml=make_fake_pynvml,
+    return types.SimpleNamespace(FakeGpu=FakeGpu, FakeCuda=FakeCuda,
+                                 make_fake_pynvml=make_fake_pynvml,
                                  make_powercap=make_powercap, set_uj=set_uj, get_uj=get_uj)

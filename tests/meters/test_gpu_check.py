@@ -58,34 +58,53 @@ def test_dry_run_exercises_every_section(tmp_path):
     assert all(e["status"] == "ok" for e in sec.values()), {k: e.get("error")
                                                              for k, e in sec.items()}
     get = {k: e["result"] for k, e in sec.items()}
-    assert get["environment"]["nvml_name"] == "Fake GPU (dry run)"
-    # The fake draws a constant 250 W: counter and sampled power must both see it.
+    env = get["environment"]
+    assert env["nvml_name"] == "Fake GPU (dry run)" and env["instant_power_field"] is True
+    assert env["cuda_to_nvml"]["uuid"] == env["nvml_uuid"]
+    # The fake draws a constant 250 W: tick-aligned counter windows and sampled power see it.
     assert get["idle"]["power_w_sampled"] == pytest.approx(250, rel=0.01)
-    assert get["idle"]["power_w_counter"] == pytest.approx(250, rel=0.25)
-    assert abs(get["counter_vs_power"]["sampled_minus_counter_pct"]) < 25
+    assert get["idle"]["power_w_counter"] == pytest.approx(250, rel=0.02)
+    cvp = get["counter_vs_power"]
+    assert abs(cvp["sampled_minus_counter_pct"]) < 5 and cvp["warm_matmuls"] > 0
     assert get["repeatability"]["repeats"] == 5 and get["repeatability"]["energy_cv"] >= 0
     res_ = get["counter_resolution"]
-    assert res_["update_period_s"] == pytest.approx(0.02, rel=0.5)  # the fake's refresh
-    assert [w["window_s"] for w in res_["windows"]] == [0.4, 0.2, 0.1, 0.05, 0.02]
+    assert res_["update_period_s"] == pytest.approx(0.02, rel=0.2)  # the fake's refresh
+    assert res_["meter_measured_period_s"] == pytest.approx(0.02, rel=0.2)
+    assert res_["steady_reference_s"] >= 0.6 and res_["steady_power_w"] == pytest.approx(250,
+                                                                                        rel=0.02)
+    assert [w["window_s"] for w in res_["windows"]] == [0.4, 0.2, 0.1, 0.05, 0.02, 0.01, 0.005]
+    for w in res_["windows"]:  # as the meter timed them: sub-period ones at instant power
+        if w["meter_duration_s"] < res_["meter_measured_period_s"]:
+            assert "nvml-instant-power" in w["meter_sources"]
     pl = get["power_limits"]
     assert pl["permitted"] and pl["restored"] and pl["range_w"] == [100.0, 350.0]
     assert [row["limit_w"] for row in pl["limits"]] == [100.0, 225, 350.0]
+    assert [row["enforced_w"] for row in pl["limits"]] == [100.0, 225, 350.0]
     # Under a 100 W cap the fake draws 100 W; above its 250 W draw the cap does nothing.
-    assert pl["limits"][0]["power_w"] == pytest.approx(100, rel=0.3)
-    assert pl["limits"][2]["power_w"] == pytest.approx(250, rel=0.3)
+    assert pl["limits"][0]["power_w"] == pytest.approx(100, rel=0.05)
+    assert pl["limits"][2]["power_w"] == pytest.approx(250, rel=0.05)
     assert json.loads((out / "power-limit-state.json").read_text())["entries"] == {}
     gb = get["gemma_batch"]
-    assert gb["optimiser_evaluations"] == 10 and gb["grid_evaluations"] == 4
+    assert gb["grid_evaluations"] == 4 and gb["grid_cut"] == [] and gb["optimiser_evaluations"] == 10
     assert gb["infeasible"]["grid"] == 1  # batch 4096, over the emulated ceiling
-    assert gb["smallest_infeasible_batch"] is None or \
-        gb["smallest_infeasible_batch"] > gb["largest_feasible_batch"]
-    assert isinstance(gb["within_5pct_of_grid_best"], bool)
-    assert gb["payback_tokens"] > 0 and gb["tokens_for_search_energy"] > 0
-    assert (out / "gemma_batch" / "optimiser" / "trials.jsonl").exists()
+    assert gb["smallest_infeasible_batch"] > gb["largest_feasible_batch"]
+    assert gb["best_fraction_of_grid_best"] > 0 and gb["payback_tokens"] > 0
+    # Issue 30 finding 8: the grid runs before the optimiser (its best is the yardstick).
+    first = [json.loads((out / "gemma_batch" / d / "trials.jsonl").read_text().splitlines()[0])
+             for d in ("grid_run/grid", "optimiser_run/optimiser")]
+    assert first[0]["started_at"] < first[1]["started_at"]
     nas = get["nas_cnn"]
     assert nas["trials"] == 3 and nas["devices_seen"] == ["cpu"]
     md = (out / "summary.md").read_text()
-    assert "DRY RUN" in md and "## Checks" in md and "optimiser best / grid best" in md
+    assert "DRY RUN" in md and "## Checks" in md and "| verdict | pass line |" in md
+    verdict = {row[0]: row[2] for row in gc_module().verdicts(r)}
+    assert verdict["gemma_batch: optimiser best / grid best tokens/J"] in ("pass", "FAIL")
+    assert verdict["power limits set, enforced as requested and restored"] == "pass"
+    assert verdict["nas_cnn trials ran on the GPU"].startswith("not applicable")
+
+
+def gc_module():
+    return _load()
 
 
 def test_a_broken_section_never_loses_the_others(tmp_path, monkeypatch, keep_torch_threads):
@@ -163,3 +182,92 @@ def test_real_mode_without_cuda_says_so(tmp_path, monkeypatch):
     assert _summary(out)["status"].startswith("no CUDA")
     with pytest.raises(SystemExit, match="unknown"):
         gc.main(["--out", str(out), "--sections", "idle,nope"])
+
+
+# -- issue 30 finding 8: verdicts that mean something -----------------------------------------
+
+def _check(gc, tmp_path, *extra):
+    args = gc._parser().parse_args(["--dry-run", "--out", str(tmp_path / "c"), *extra])
+    return gc.Check(args, [])
+
+
+def test_comparison_windows_are_warm_and_sample_instant_power(fake_nvml, hw, tmp_path,
+                                                              monkeypatch, keep_torch_threads):
+    """From idle, the 1 s averaged power lags the counter: the old check compared them cold."""
+    gc = _load()
+    nv = fake_nvml([hw.FakeGpu(live=True, counter_period_s=0.02, power_mw=60_000)])
+    real_init = gc.MatmulLoad.__init__
+
+    def load_starts(self, *a, **k):  # the GPU goes from idle to 300 W when the load starts
+        nv.gpus[0].power_mw = 300_000
+        real_init(self, *a, **k)
+
+    monkeypatch.setattr(gc.MatmulLoad, "__init__", load_starts)
+    ck = _check(gc, tmp_path)
+    r = gc.sec_counter_vs_power(ck, time.monotonic() + 30)
+    assert r["warm_matmuls"] > 0 and abs(r["sampled_minus_counter_pct"]) < 5
+    assert "instant" in r["sampled_reading"]
+    assert r["power_w_counter"] == pytest.approx(300, rel=0.03)
+
+
+def test_aligned_windows_carry_no_tick_rounding(fake_nvml, hw, tmp_path, monkeypatch,
+                                                keep_torch_threads):
+    """A coarse 0.1 s counter: unaligned windows of 0.2-0.4 s would be off by 25-50%; aligned
+    ones only by the time between two reads at each edge (a few ms here, even under load)."""
+    gc = _load()
+    fake_nvml([hw.FakeGpu(live=True, counter_period_s=0.1, power_mw=250_000)])
+    monkeypatch.setattr(gc.MatmulLoad, "run", lambda self, count: time.sleep(0.002 * count))
+    ck = _check(gc, tmp_path)
+    load, counter = gc.MatmulLoad("cpu", 8), gc.Counter(0)
+    for _ in range(3):
+        w = counter.aligned(load, 0.4, time.monotonic() + 10)
+        assert w["power_w"] == pytest.approx(250, rel=0.06) and w["seconds"] >= 0.4
+    r = gc.sec_repeatability(ck, time.monotonic() + 30)
+    assert r["repeats"] == 5 and all(x["power_w"] == pytest.approx(250, rel=0.1)
+                                     for x in r["runs"])
+
+
+def test_power_limit_verdicts_read_the_enforced_limit(fake_nvml, hw, tmp_path, keep_torch_threads):
+    gc = _load()
+    nv = fake_nvml([hw.FakeGpu(live=True, counter_period_s=0.01, power_mw=250_000,
+                               power_limit_mw=300_000, min_limit_mw=100_000, max_limit_mw=350_000,
+                               external_cap_mw=200_000)])  # e.g. a node power manager
+    ck = _check(gc, tmp_path)
+    r = gc.sec_power_limits(ck, time.monotonic() + 30)
+    assert [x["requested_read_back_w"] for x in r["limits"]] == [100.0, 225, 350.0]
+    assert [x["enforced_w"] for x in r["limits"]] == [100.0, 200.0, 200.0]
+    assert r["restored"] and r["enforced_as_requested"] is False
+    assert nv.gpus[0].power_limit_mw == 300_000
+    results = {"sections": {"power_limits": {"status": "ok", "result": r}}}
+    row = next(x for x in gc.verdicts(results) if x[0].startswith("power limits"))
+    assert row[2] == "FAIL" and "225->200 W" in row[1]
+    # A board without power-limit support is its own verdict, not an error.
+    fake_nvml([hw.FakeGpu(limit_supported=False)])
+    r = gc.sec_power_limits(ck, time.monotonic() + 30)
+    results = {"sections": {"power_limits": {"status": "ok", "result": r}}}
+    assert next(x for x in gc.verdicts(results) if x[0].startswith("power limits"))[2] == \
+        "not supported"
+
+
+def test_a_cut_grid_makes_the_batch_verdict_not_applicable():
+    gc = _load()
+    g = {"grid": [1, 8, 64, 512], "grid_cut": [512], "best_fraction_of_grid_best": 1.3}
+    results = {"sections": {"gemma_batch": {"status": "ok", "result": g}}}
+    row = next(x for x in gc.verdicts(results) if x[0].startswith("gemma_batch"))
+    assert row[2].startswith("not applicable: the grid was cut") and "[512]" in row[2]
+    g["grid_cut"] = []
+    assert next(x for x in gc.verdicts(results) if x[0].startswith("gemma_batch"))[2] == "pass"
+    missing = next(x for x in gc.verdicts({"sections": {}}) if x[0].startswith("gemma_batch"))
+    assert missing[2] == "not run: not in this run"
+
+
+def test_environment_puts_torchs_device_uuid_beside_nvmls(fake_nvml, hw, tmp_path, monkeypatch):
+    gc = _load()
+    nv = fake_nvml([hw.FakeGpu(uuid="GPU-12345678-0000-0000-0000-000000000000")])
+    hw.FakeCuda(nv.gpus).install(monkeypatch)
+    ck = _check(gc, tmp_path)
+    ck.device = "cuda:0"
+    r = gc.sec_environment(ck, time.monotonic() + 10)
+    assert r["torch_uuid"] == "12345678-0000-0000-0000-000000000000"
+    assert r["nvml_uuid"] == "GPU-12345678-0000-0000-0000-000000000000" and r["uuids_match"]
+    assert r["cuda_to_nvml"]["mapped_by"] == "torch-uuid"
