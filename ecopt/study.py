@@ -725,7 +725,8 @@ class Study:
                  show_progress: bool | None = None, *, asynchronous: bool = True,
                  callbacks: Sequence[Callback] = (), live: bool = False,
                  energy_budget_j: float | None = None,
-                 stop_when_converged: bool | StoppingRule = False) -> list[TrialRecord]:
+                 stop_when_converged: bool | StoppingRule = False,
+                 fail_fast: int | None = 3) -> list[TrialRecord]:
         """Run ``n_trials`` more trials (or until a time or energy budget is spent).
 
         With an executor that runs several trials at once (``"processes"``,
@@ -775,9 +776,15 @@ class Study:
                 not started: it is saved as failed (``NotStarted``) with its
                 proposal's energy, and the call ends; no proposal is made when
                 not even the cheapest trial so far would fit. Trials in flight
-                finish. Until one trial has finished, trials start one at a
-                time. A trial that costs more than predicted can still take the
-                total over.
+                finish; a batch's trials still queued (the local executor) are
+                judged again, with what the ones before them cost, before each
+                starts. Until one trial has finished, trials start one at a
+                time. A trial whose energy reading is missing, zero or NaN is
+                charged its duration x the highest power read so far (kept in
+                its ``user_attrs["budget_charge"]``); with nothing read yet, the
+                call raises :class:`~ecopt.errors.MeterError`. A trial that costs
+                more than predicted can still take the total over: by one trial
+                with the local executor, by the trials in flight with workers.
                 See docs/energy-aware-search.md.
             stop_when_converged: Start no new trial once :meth:`should_terminate`
                 says the search has converged (``True``: :attr:`stopping_rule`, the
@@ -786,6 +793,15 @@ class Study:
                 The rule is evaluated before each proposal; trials in flight
                 finish. Needs a model-based sampler. It is the callback
                 :class:`ecopt.callbacks.StopWhenConverged`.
+            fail_fast: Stop and raise :class:`~ecopt.SystematicFailureError`
+                (naming the trials) once this many trials in a row failed with
+                the same exception type and message: a misspelled metric name
+                or a typo fails every trial alike, and should not burn the
+                whole budget. A complete or pruned trial, or a different
+                error, resets the count; infeasible trials (out of memory,
+                :class:`~ecopt.Infeasible`), trials not started and interrupted
+                ones neither count nor reset. Every trial is recorded before
+                it is raised. ``None`` (or ``0``): never stop on failures.
 
         Returns:
             The records of the trials this call ran. Why the call stopped
@@ -799,6 +815,10 @@ class Study:
                 ``stop_when_converged`` or one with a model-free sampler, or an
                 objective the executor cannot send to its workers
                 (unpicklable), before any trial starts.
+            MeterError: under ``energy_budget_j``, a trial read no energy and
+                no trial of the study ever did (the budget cannot be kept).
+            SystematicFailureError: ``fail_fast`` trials in a row failed with
+                the same error (after every trial was recorded).
             ExecutorLostError: the executor went away (the Dask scheduler
                 stopped); trials that had finished were recorded with their
                 results and those in flight as failed (``Interrupted``), so the
@@ -818,6 +838,10 @@ class Study:
                 raise ValueError(f"{what} >= 1 must hold, got {what}={v!r}")
         if timeout_s is not None and not timeout_s > 0:
             raise ValueError(f"timeout_s > 0 must hold, got {timeout_s}")
+        if fail_fast is not None and (isinstance(fail_fast, bool) or not isinstance(
+                fail_fast, (int, np.integer)) or fail_fast < 0):
+            raise ValueError(f"fail_fast must be None or an integer >= 0 (0 and None: never "
+                             f"stop on failures), got fail_fast={fail_fast!r}")
         if energy_budget_j is not None:
             if isinstance(energy_budget_j, bool) or not isinstance(
                     energy_budget_j, (int, float, np.integer, np.floating)) \
@@ -861,7 +885,8 @@ class Study:
                     ex.close()
                 raise
             loop = OptimizeLoop(self, objective, n_trials, batch_size, ex, timeout_s,
-                                asynchronous, hooks, energy_budget_j=energy_budget_j)
+                                asynchronous, hooks, energy_budget_j=energy_budget_j,
+                                fail_fast=int(fail_fast) if fail_fast else None)
             self._optimizing = True
             try:
                 done = loop.run()
