@@ -37,7 +37,7 @@ from ecopt._search import (
     split_search,
 )
 from ecopt._spec import CORE_KEYS, core_spec, differences
-from ecopt._types import Params
+from ecopt._types import Params, is_finite_number
 from ecopt._version import __version__
 from ecopt.callbacks import (
     Callback,
@@ -161,7 +161,8 @@ class Study:
         self.spec: dict[str, Any] = dict(_spec or {})
         self._stop_requested = False
         self._optimizing = False
-        #: Why the last :meth:`optimize` call stopped proposing (``None`` before one ran).
+        #: Why the last :meth:`optimize` call stopped proposing, also one recorded by an
+        #: earlier process in ``study.json`` (``None`` before any ran).
         self.stop_reason: str | None = None
         # Joules of every proposal this object made, and each proposed trial's share.
         self._proposal_energy_j = 0.0
@@ -299,6 +300,7 @@ class Study:
             st.write_spec(spec)
             self.name = spec.get("name", self.name)
             self.spec = spec
+            self.stop_reason = last_stop_reason(spec)
             self._resume()
         else:
             spec = {
@@ -379,6 +381,7 @@ class Study:
                     name=spec.get("name"), _readonly=True, _spec=spec)
         study._storage = st
         study._records = st.read_records()
+        study.stop_reason = last_stop_reason(spec)
         return study
 
     def close(self) -> None:
@@ -707,6 +710,7 @@ class Study:
             # here and tell() can be called again once there is room.
             self._storage.append_record(record)
         del self._running[number]
+        live.mark_finished(record.state)
         self._records.append(record)
         if record.state is not TrialState.COMPLETE:
             assert record.error is not None
@@ -845,7 +849,7 @@ class Study:
         if energy_budget_j is not None:
             if isinstance(energy_budget_j, bool) or not isinstance(
                     energy_budget_j, (int, float, np.integer, np.floating)) \
-                    or not (math.isfinite(energy_budget_j) and energy_budget_j > 0):
+                    or not (is_finite_number(energy_budget_j) and energy_budget_j > 0):
                 raise ValueError(f"energy_budget_j > 0 must hold (a finite number of joules), "
                                  f"got energy_budget_j={energy_budget_j!r}")
             self._check_meter_reads_energy()
@@ -1017,6 +1021,24 @@ class Study:
                 f"objectives={[o.name for o in self.objectives]})")
 
 
+def last_stop_reason(spec: dict[str, Any]) -> str | None:
+    """Why the last recorded ``optimize()`` call stopped, from ``study.json``'s sessions.
+
+    Args:
+        spec: The parsed ``study.json``.
+
+    Returns:
+        The newest recorded ``stop_reason`` (``None`` when no call recorded one).
+    """
+    sessions = spec.get("sessions")
+    for session in reversed(sessions if isinstance(sessions, list) else []):
+        calls = session.get("optimize") if isinstance(session, dict) else None
+        for call in reversed(calls if isinstance(calls, list) else []):
+            if isinstance(call, dict) and call.get("stop_reason"):
+                return str(call["stop_reason"])
+    return None
+
+
 def load_study(path: str | Path) -> Study:
     """Open a study directory read-only, for plotting and reports.
 
@@ -1039,7 +1061,7 @@ def _legacy_idle_meter(meter: Meter, idle_s: float | None, subtract_idle: bool |
     from ecopt.meters.idle import IdleSubtracted
 
     idle = 0.0 if idle_s is None else idle_s
-    if isinstance(idle, bool) or not isinstance(idle, (int, float)) or not math.isfinite(idle) \
+    if isinstance(idle, bool) or not isinstance(idle, (int, float)) or not is_finite_number(idle) \
             or idle < 0:
         raise ValueError(f"idle_s must be a finite number >= 0, got {idle_s!r}")
     if not idle and not subtract_idle:

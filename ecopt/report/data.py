@@ -311,10 +311,9 @@ class ReportData:
     @property
     def stop_reason(self) -> str | None:
         """Why the last ``optimize()`` call stopped, when the log says."""
-        for call in reversed(self.optimize_calls):
-            if call.get("stop_reason"):
-                return str(call["stop_reason"])
-        return None
+        from ecopt.study import last_stop_reason
+
+        return last_stop_reason(self.spec)
 
     @property
     def convergence(self) -> str | None:
