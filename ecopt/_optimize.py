@@ -137,6 +137,12 @@ class OptimizeLoop:
         self.trials_j += rec.energy_j
         if charge is not None:
             self._charge(rec, charge)
+        for cb in self.callbacks:
+            try:
+                cb(self.study, rec)
+            except Exception as exc:  # noqa: BLE001 - a callback never loses the study's trials
+                log.warning("callback %r failed after trial %d (the study goes on): %s: %s",
+                            cb, rec.number, type(exc).__name__, exc, exc_info=True)
         self._count_failure(rec)
 
     def _charge(self, rec: TrialRecord, charge: BudgetCharge) -> None:
@@ -156,12 +162,6 @@ class OptimizeLoop:
             return
         log.warning("energy budget: trial %d %s; charged %.6g J (%s)", rec.number, charge.why,
                     charge.charged_j, charge.how)
-        for cb in self.callbacks:
-            try:
-                cb(self.study, rec)
-            except Exception as exc:  # noqa: BLE001 - a callback never loses the study's trials
-                log.warning("callback %r failed after trial %d (the study goes on): %s: %s",
-                            cb, rec.number, type(exc).__name__, exc, exc_info=True)
 
     def _count_failure(self, rec: TrialRecord) -> None:
         """Track consecutive identical failures (``fail_fast``); a success or other error resets.
