@@ -36,7 +36,7 @@ from ecopt._search import (
     search_energy_j,
     split_search,
 )
-from ecopt._spec import CORE_KEYS, core_spec, differences
+from ecopt._spec import CORE_KEYS, core_spec, differences, last_stop_reason, optimize_calls
 from ecopt._types import Params
 from ecopt._version import __version__
 from ecopt.callbacks import (
@@ -161,7 +161,8 @@ class Study:
         self.spec: dict[str, Any] = dict(_spec or {})
         self._stop_requested = False
         self._optimizing = False
-        #: Why the last :meth:`optimize` call stopped proposing (``None`` before one ran).
+        #: Why the last :meth:`optimize` call stopped proposing (``None`` before one ran); a
+        #: re-opened or loaded study starts with what its log recorded, as ``ecopt show`` prints.
         self.stop_reason: str | None = None
         # Joules of every proposal this object made, and each proposed trial's share.
         self._proposal_energy_j = 0.0
@@ -300,6 +301,7 @@ class Study:
             self.name = spec.get("name", self.name)
             self.spec = spec
             self._resume()
+            self.stop_reason = last_stop_reason(optimize_calls(spec))
         else:
             spec = {
                 "name": self.name,
@@ -379,6 +381,7 @@ class Study:
                     name=spec.get("name"), _readonly=True, _spec=spec)
         study._storage = st
         study._records = st.read_records()
+        study.stop_reason = last_stop_reason(optimize_calls(spec))  # as `ecopt show` says it
         return study
 
     def close(self) -> None:

@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ecopt import pareto
+from ecopt._spec import last_stop_reason, optimize_calls
 from ecopt._search import proposal_energy_j, unbilled_windows
 from ecopt._search import search_energy_j as _window_j
 from ecopt.objective import Constraint, Objective
@@ -311,10 +312,7 @@ class ReportData:
     @property
     def stop_reason(self) -> str | None:
         """Why the last ``optimize()`` call stopped, when the log says."""
-        for call in reversed(self.optimize_calls):
-            if call.get("stop_reason"):
-                return str(call["stop_reason"])
-        return None
+        return last_stop_reason(self.optimize_calls)
 
     @property
     def convergence(self) -> str | None:
@@ -603,16 +601,6 @@ def _phase_energy(record: TrialRecord) -> list[PhaseEnergy]:
     return out
 
 
-def _optimize_calls(spec: dict[str, Any]) -> tuple[dict[str, Any], ...]:
-    """Every ``optimize()`` summary in ``study.json``'s sessions, oldest first."""
-    out: list[dict[str, Any]] = []
-    sessions = spec.get("sessions")
-    for sess in sessions if isinstance(sessions, list) else []:
-        calls = sess.get("optimize") if isinstance(sess, dict) else None
-        out += [c for c in calls if isinstance(c, dict)] if isinstance(calls, list) else []
-    return tuple(out)
-
-
 def _unbilled(study: Study) -> list[dict[str, Any]]:
     """Stopping-rule windows no proposal followed: kept in ``study.json``, or still pending."""
     out = unbilled_windows(study.spec)
@@ -871,7 +859,7 @@ def build_report(source: Study | str | Path, *, baseline: int | None = None,
         generated_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         trial_energy_j=trial_j,
         proposal_energy_j=proposal_j,
-        optimize_calls=_optimize_calls(spec),
+        optimize_calls=optimize_calls(spec),
     )
 
 
