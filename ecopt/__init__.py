@@ -30,6 +30,7 @@ from ecopt.errors import (
     NotAStudyError,
     SpecMismatchError,
     StudyLockedError,
+    SystematicFailureError,
     TrialPruned,
 )
 from ecopt.meters.base import Measurement, Meter
@@ -64,6 +65,7 @@ __all__ = [
     "NotAStudyError",
     "SpecMismatchError",
     "StudyLockedError",
+    "SystematicFailureError",
     "TrialPruned",
     "Intermediate",
     "StoppingRule",

@@ -20,15 +20,16 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from ecopt._search import NOT_STARTED, EnergyBudget
+from ecopt._search import BUDGET_CHARGE_KEY, NOT_STARTED, BudgetCharge, EnergyBudget, charge_for
 from ecopt.callbacks import Callback
-from ecopt.errors import ExecutorLostError
+from ecopt.errors import ExecutorLostError, MeterError, SystematicFailureError
 from ecopt.executors import Executor
 from ecopt.space import SearchSpace
-from ecopt.trial import ErrorInfo, Trial, TrialOutcome, TrialRecord
+from ecopt.trial import ErrorInfo, Trial, TrialOutcome, TrialRecord, TrialState
 
 __all__ = ["OptimizeLoop", "LoopStudy"]
 
@@ -82,7 +83,7 @@ class OptimizeLoop:
     def __init__(self, study: LoopStudy, objective: Callable[[Trial], Any], n_trials: int | None,
                  batch_size: int, executor: Executor, timeout_s: float | None,
                  asynchronous: bool, callbacks: Sequence[Callback] = (), *,
-                 energy_budget_j: float | None = None) -> None:
+                 energy_budget_j: float | None = None, fail_fast: int | None = None) -> None:
         self.study = study
         self.objective = objective
         self.batch_size = batch_size
@@ -98,10 +99,20 @@ class OptimizeLoop:
         self.budget = EnergyBudget(energy_budget_j) if energy_budget_j is not None else None
         #: The budget's prediction of each trial in flight, joules, by trial number.
         self.predicted_j: dict[int, float] = {}
-        #: Joules of the trials this call ran (every state).
+        #: Joules of the trials this call ran (every state), as recorded.
         self.trials_j = 0.0
+        #: What the budget charged beyond the recorded joules (trials that read no energy).
+        self.charged_extra_j = 0.0
+        #: Set when the budget cannot be kept (nothing to estimate a missing reading from).
+        self.budget_error: MeterError | None = None
         self._t0 = time.monotonic()
         self._proposals_j0 = study._proposal_energy_j
+        #: Stop after this many consecutive trials failed the same way (``None``: never).
+        self.fail_fast = fail_fast
+        #: The current run of trials that failed with one (type, message), oldest first.
+        self.streak: list[TrialRecord] = []
+        #: Set once ``fail_fast`` trials in a row failed the same way; raised by :meth:`run`.
+        self.systematic: SystematicFailureError | None = None
 
     @property
     def proposals_j(self) -> float:
@@ -110,21 +121,88 @@ class OptimizeLoop:
 
     @property
     def spent_j(self) -> float:
-        """Joules this call spent: trials + proposals."""
-        return self.trials_j + self.proposals_j
+        """Joules this call spent: trials (as charged against a budget) + proposals."""
+        return self.trials_j + self.charged_extra_j + self.proposals_j
 
     # -- recording -------------------------------------------------------------
     def _finish(self, t: Trial, out: TrialOutcome) -> None:
         self.predicted_j.pop(t.number, None)
+        charge: BudgetCharge | None = None
+        if self.budget is not None:
+            charge = charge_for(out, self.study._records)
+            if charge.estimated:
+                out = replace(out, user_attrs={**out.user_attrs, BUDGET_CHARGE_KEY: charge.to_dict()})
         rec = self.study.tell(t, outcome=out)
         self.done.append(rec)
         self.trials_j += rec.energy_j
-        for cb in self.callbacks:
+        if charge is not None:
+            self._charge(rec, charge)
+        self._count_failure(rec)
+        for cb in self.callbacks:  # every trial, whatever the budget made of it
             try:
                 cb(self.study, rec)
             except Exception as exc:  # noqa: BLE001 - a callback never loses the study's trials
                 log.warning("callback %r failed after trial %d (the study goes on): %s: %s",
                             cb, rec.number, type(exc).__name__, exc, exc_info=True)
+
+    def _charge(self, rec: TrialRecord, charge: BudgetCharge) -> None:
+        """Count a trial against the budget: its energy, or the stated estimate where none was read."""
+        assert self.budget is not None
+        self.charged_extra_j += charge.charged_j - rec.energy_j
+        if not charge.estimated:
+            return
+        if charge.power_w is None:
+            self.to_start = 0
+            self.budget_error = MeterError(
+                f"energy_budget_j={self.budget.budget_j:g} J cannot be kept: trial {rec.number} "
+                f"{charge.why}, and no trial of this study has read energy yet to estimate it "
+                "from (a budget is only as good as the meter's readings). Fix the meter (ecopt "
+                "meters lists what works here) or use meter='estimate'; the trial is recorded.")
+            self.stop_reason = f"energy_budget_j: {self.budget_error}"
+            return
+        log.warning("energy budget: trial %d %s; charged %.6g J (%s)", rec.number, charge.why,
+                    charge.charged_j, charge.how)
+
+    def _count_failure(self, rec: TrialRecord) -> None:
+        """Track consecutive identical failures (``fail_fast``); a success or other error resets.
+
+        Only ``failed`` trials whose objective ran count: an ``infeasible``
+        trial is the configuration's fault, not the code's, and neither counts
+        nor resets; a trial not started (budget), interrupted from outside or
+        lost with its worker is neutral too. A complete or pruned trial (the
+        objective ran and reported) resets the count.
+        """
+        if self.fail_fast is None or self.systematic is not None:
+            return
+        if rec.state in (TrialState.COMPLETE, TrialState.PRUNED):
+            self.streak.clear()
+            return
+        if rec.state is not TrialState.FAILED or rec.error is None or rec.interrupted \
+                or rec.error.type == NOT_STARTED:
+            return
+        key = (rec.error.type, rec.error.message)
+        if self.streak and (self.streak[-1].error.type,  # type: ignore[union-attr]
+                            self.streak[-1].error.message) != key:  # type: ignore[union-attr]
+            self.streak.clear()
+        self.streak.append(rec)
+        if len(self.streak) < self.fail_fast:
+            return
+        nums = tuple(r.number for r in self.streak)
+        msg = rec.error.message
+        shown = msg if len(msg) <= 500 else msg[:500] + "..."
+        self.systematic = SystematicFailureError(
+            f"trials {', '.join(map(str, nums))} all failed with {rec.error.type}: {shown} -- "
+            f"the same error {len(nums)} times in a row looks like a bug in the objective, "
+            f"not a bad configuration, so optimize() stopped (fail_fast={self.fail_fast}). "
+            "Every trial is recorded; fix the objective and call optimize() again to "
+            "resume, raise ecopt.Infeasible for configurations that cannot run, or pass "
+            "fail_fast=None to run on regardless."
+            + (f"\nTraceback of trial {nums[-1]}:\n{rec.error.traceback}"
+               if rec.error.traceback else ""),
+            nums, rec.error.type, msg, rec.error.traceback)
+        self.stop_reason = (f"fail_fast: trials {', '.join(map(str, nums))} failed with "
+                            f"{rec.error.type}: {shown}")
+        self.to_start = 0
 
     def _harvest(self, futures: Sequence[Future[TrialOutcome]]) -> ExecutorLostError | None:
         """Record the outcome of every finished future; return the executor's loss, if any."""
@@ -220,7 +298,7 @@ class OptimizeLoop:
 
     def _sync_budget(self) -> None:
         assert self.budget is not None
-        self.budget.trials_j = self.trials_j
+        self.budget.trials_j = self.trials_j + self.charged_extra_j
         self.budget.proposals_j = self.proposals_j
 
     def _admit(self, trials: list[Trial]) -> list[Trial]:
@@ -263,6 +341,8 @@ class OptimizeLoop:
         self.to_start -= len(trials)
         trials = self._admit(trials)
         for i, t in enumerate(trials):
+            if i and not self._may_start_queued(t, trials[i:]):
+                break
             try:
                 self.in_flight[self.ex.submit(self.objective, t)] = t
             except ExecutorLostError as exc:
@@ -273,6 +353,45 @@ class OptimizeLoop:
                 self._stop_everything("stopped by KeyboardInterrupt", trials[i:])
                 raise
         return True
+
+    def _may_start_queued(self, t: Trial, rest: Sequence[Trial]) -> bool:
+        """Whether the next trial of a batch may start, now that earlier ones may have ended.
+
+        An inline executor runs a batch's trials one after another inside
+        ``submit``: each one's result is recorded before the next starts, and
+        the next starts only if the call may still go on (no ``fail_fast``
+        stop) and the energy budget, with what the earlier ones really cost,
+        still admits it. Otherwise it and the rest of the batch are recorded
+        as failed (``NotStarted``) and never run.
+        """
+        finished = [f for f in self.in_flight if f.done()]
+        if finished:
+            lost = self._harvest(finished)
+            if lost is not None:
+                raise self._executor_lost(lost, rest) from lost
+        why: str | None = None
+        if self.systematic is not None or self.budget_error is not None:
+            why = self.stop_reason or "stopped"
+        elif self.budget is not None:
+            self._sync_budget()
+            mine = self.predicted_j.pop(t.number, 0.0)
+            fits, each, reason = self.budget.admits(
+                self.study._records, self.study.space, t.params,
+                sum(self.predicted_j.values()), len(self.in_flight))
+            if fits:
+                self.predicted_j[t.number] = max(each, mine)
+            else:
+                why = reason
+                self.stop_reason = self.stop_reason or reason
+                log.info("energy budget: %s; it is not started", reason)
+        if why is None:
+            return True
+        self.to_start = 0
+        for q in rest:
+            self.predicted_j.pop(q.number, None)
+            self._finish(q, TrialOutcome.of(q, duration_s=0.0, error=ErrorInfo(
+                NOT_STARTED, f"not started: {why}", "")))
+        return False
 
     # -- the loop ------------------------------------------------------------------
     def run(self) -> list[TrialRecord]:
@@ -297,8 +416,15 @@ class OptimizeLoop:
                 lost = self._harvest(list(finished))
                 if lost is not None:
                     raise self._executor_lost(lost) from lost
+                failure = self.systematic or self.budget_error
+                if failure is not None:
+                    self._stop_everything(f"stopped: {self.stop_reason}")
+                    raise failure
         except KeyboardInterrupt:
             self._stop_everything("stopped by KeyboardInterrupt")
             self.stop_reason = "KeyboardInterrupt"
             raise
+        failure = self.systematic or self.budget_error
+        if failure is not None:  # found inside a batch, with nothing left in flight
+            raise failure
         return self.done

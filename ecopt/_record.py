@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ecopt._types import Params
+from ecopt._types import Params, is_finite_number
 from ecopt.objective import Constraint, Objective
 from ecopt.trial import ErrorInfo, Intermediate, PhaseRecord, TrialOutcome, TrialRecord, TrialState
 
@@ -79,9 +79,11 @@ def validate_values(returned: Any, metrics: Mapping[str, float], objectives: Seq
                 v = v.item()  # a 0-d tensor or numpy scalar
             else:
                 raise TypeError(f"metric {k!r} must be a number, got {v!r} ({type(v).__name__})")
+        if not is_finite_number(v):
+            shown = (f"an integer of {len(str(abs(v)))} digits, too large for a float"
+                     if isinstance(v, int) else v)
+            raise ValueError(f"metric {k!r} must be finite, got {shown}")
         fv = float(v)
-        if not math.isfinite(fv):
-            raise ValueError(f"metric {k!r} must be finite, got {fv}")
         if k in names:
             values[k] = fv
         else:

@@ -34,6 +34,7 @@ import math
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
@@ -41,10 +42,11 @@ import numpy as np
 if TYPE_CHECKING:
     from ecopt.meters import Meter
     from ecopt.space import SearchSpace
-    from ecopt.trial import TrialRecord
+    from ecopt.trial import TrialOutcome, TrialRecord
 
 __all__ = ["meter_proposal", "split_search", "search_energy_j", "proposal_energy_j", "EnergyBudget",
-           "PREDICT_QUANTILE", "NEAREST", "NOT_STARTED", "add_window", "mark_overlap", "unbilled_windows",
+           "PREDICT_QUANTILE", "NEAREST", "NOT_STARTED", "BUDGET_CHARGE_KEY", "BudgetCharge",
+           "charge_for", "budget_cost_j", "add_window", "mark_overlap", "unbilled_windows",
            "UNBILLED_KEY"]
 
 #: ``error.type`` of a trial proposed but not started: predicted to overrun the energy budget.
@@ -191,6 +193,86 @@ def proposal_energy_j(record: TrialRecord) -> float:
                            if isinstance(record.proposal, dict) else None)
 
 
+#: User attribute of a trial charged an estimate by an energy budget (its meter read no energy).
+BUDGET_CHARGE_KEY = "budget_charge"
+
+
+@dataclass(frozen=True)
+class BudgetCharge:
+    """What an energy budget counts for one finished trial.
+
+    Attributes:
+        charged_j: Joules counted against the budget.
+        estimated: ``True`` when the trial's reading was missing, NaN (the
+            meter failed) or zero and ``charged_j`` is the estimate below.
+        power_w: The power the estimate used (``None``: nothing to estimate
+            from; the budget cannot be kept).
+        why: What was wrong with the reading ("" when nothing).
+        how: How the estimate was made.
+    """
+
+    charged_j: float
+    estimated: bool = False
+    power_w: float | None = None
+    why: str = ""
+    how: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"charged_j": self.charged_j, "power_w": self.power_w, "why": self.why,
+                "how": self.how}
+
+
+def charge_for(outcome: TrialOutcome, records: Sequence[TrialRecord]) -> BudgetCharge:
+    """The joules an energy budget counts for a finished trial.
+
+    A trial's recorded energy when it is a positive reading. A trial whose
+    meter read nothing (no phase), zero joules or failed (NaN or a broken
+    counter fails the trial with a ``MeterError``) is charged its wall-clock
+    duration times the highest average power (joules / duration) of the
+    study's trials that read energy: an estimate that errs high, so a
+    meter's failure never lets a budget run on unspent. A trial that never
+    ran (``NotStarted``, no duration) costs nothing.
+
+    Args:
+        outcome: How the trial ended and what it measured.
+        records: The study's finished trials so far (every session).
+
+    Returns:
+        The charge; ``power_w is None`` (with ``charged_j`` the reading) when an
+        estimate was needed and no trial ever read energy.
+    """
+    energy = float(sum(p.energy_j for p in outcome.phases.values()))
+    meter_failed = outcome.error is not None and outcome.error.type == "MeterError"
+    ran = outcome.duration_s > 0 and not (outcome.error is not None
+                                          and outcome.error.type == NOT_STARTED)
+    if not ran or (energy > 0 and math.isfinite(energy) and not meter_failed):
+        return BudgetCharge(energy if math.isfinite(energy) else 0.0)
+    why = ("failed to read energy (" + outcome.error.message[:200] + ")" if meter_failed
+           and outcome.error is not None else
+           "read no energy (no phase measured)" if not outcome.phases else
+           f"read {energy:g} J over {outcome.duration_s:.3g} s")
+    powers = [r.energy_j / r.duration_s for r in records
+              if r.duration_s > 0 and r.energy_j > 0 and math.isfinite(r.energy_j)
+              and not r.user_attrs.get(BUDGET_CHARGE_KEY)]
+    if not powers:
+        return BudgetCharge(max(energy, 0.0), True, None, why, "no trial read energy")
+    power = max(powers)
+    charged = max(energy if math.isfinite(energy) else 0.0, power * outcome.duration_s)
+    return BudgetCharge(charged, True, power, why,
+                        f"its {outcome.duration_s:.3g} s x {power:.4g} W, the highest average "
+                        f"power of the {len(powers)} trials that read energy")
+
+
+def budget_cost_j(record: TrialRecord) -> float:
+    """A finished trial's joules as a budget counts them: the estimate it was charged, if any."""
+    c = record.user_attrs.get(BUDGET_CHARGE_KEY)
+    if isinstance(c, dict):
+        v = c.get("charged_j")
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+            return float(v)
+    return record.energy_j
+
+
 class EnergyBudget:
     """Whether more trials fit in an ``optimize()`` call's energy budget.
 
@@ -233,10 +315,11 @@ class EnergyBudget:
     def _finished(records: Sequence[TrialRecord]) -> tuple[list[TrialRecord], str]:
         from ecopt.trial import TrialState
 
-        done = [r for r in records if r.state is TrialState.COMPLETE and r.phases]
+        done = [r for r in records if r.state is TrialState.COMPLETE
+                and (r.phases or BUDGET_CHARGE_KEY in r.user_attrs)]
         if done:
             return done, "complete"
-        return [r for r in records if r.phases and r.energy_j > 0], "finished"
+        return [r for r in records if budget_cost_j(r) > 0], "finished"
 
     @classmethod
     def predict_trial_j(cls, records: Sequence[TrialRecord]) -> tuple[float, str] | None:
@@ -244,7 +327,7 @@ class EnergyBudget:
         pool, what = cls._finished(records)
         if not pool:
             return None
-        q = float(np.quantile(np.asarray([r.energy_j for r in pool]), PREDICT_QUANTILE,
+        q = float(np.quantile(np.asarray([budget_cost_j(r) for r in pool]), PREDICT_QUANTILE,
                               method="higher"))
         return q, f"{PREDICT_QUANTILE:.0%} quantile of {len(pool)} {what} trials"
 
@@ -265,7 +348,7 @@ class EnergyBudget:
                 rows.append(space.encode(r.params))
             except (KeyError, ValueError, TypeError):  # a record of another space
                 continue
-            energy.append(r.energy_j)
+            energy.append(budget_cost_j(r))
         if len(rows) < NEAREST:
             return None
         X = np.asarray(rows)
@@ -316,7 +399,7 @@ class EnergyBudget:
             n = 1 if n_in_flight == 0 and self.spent_j + prop < self.budget_j else 0
             return min(n, want), ("no trial has finished yet: its energy is unknown, "
                                   "trials start one at a time")
-        low = min(r.energy_j for r in pool)
+        low = min(budget_cost_j(r) for r in pool)
         room = self.budget_j - self.spent_j - in_flight_j
         per = low + prop
         n = int(room // per) if per > 0 else want

@@ -15,7 +15,7 @@ from typing import Any
 from ecopt.objective import Constraint, Objective
 from ecopt.space import SearchSpace
 
-__all__ = ["CORE_KEYS", "core_spec", "differences", "optimize_calls", "last_stop_reason"]
+__all__ = ["CORE_KEYS", "core_spec", "differences"]
 
 #: The keys of ``study.json`` that make two studies the same study.
 CORE_KEYS = ("space", "objectives", "constraints")
@@ -100,28 +100,3 @@ def differences(stored: Mapping[str, Any], given: Mapping[str, Any]) -> list[str
     out += _list_diff("objective", stored.get("objectives"), given.get("objectives"))
     out += _list_diff("constraint", stored.get("constraints") or [], given.get("constraints") or [])
     return out
-
-
-def optimize_calls(spec: Mapping[str, Any]) -> tuple[dict[str, Any], ...]:
-    """Every ``optimize()`` summary kept in ``study.json``'s sessions, oldest first."""
-    out: list[dict[str, Any]] = []
-    sessions = spec.get("sessions")
-    for sess in sessions if isinstance(sessions, list) else []:
-        calls = sess.get("optimize") if isinstance(sess, dict) else None
-        out += [c for c in calls if isinstance(c, dict)] if isinstance(calls, list) else []
-    return tuple(out)
-
-
-def last_stop_reason(calls: Sequence[Mapping[str, Any]]) -> str | None:
-    """Why the last ``optimize()`` call of ``calls`` that said so stopped (``None``: none did).
-
-    The one rule behind ``Study.stop_reason`` of a re-opened or loaded study,
-    ``ecopt show`` and the HTML report.
-
-    Args:
-        calls: ``optimize()`` summaries, oldest first (:func:`optimize_calls`).
-    """
-    for call in reversed(calls):
-        if call.get("stop_reason"):
-            return str(call["stop_reason"])
-    return None

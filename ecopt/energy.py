@@ -29,6 +29,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ecopt._types import is_finite_number
+
 __all__ = [
     "samples_per_joule",
     "joules_per_sample",
@@ -45,14 +47,14 @@ _QUANTITIES = ("samples_per_joule", "joules_per_sample", "energy_j", "duration_s
 
 
 def _check_count(name: str, n: Any) -> float:
-    if isinstance(n, bool) or not isinstance(n, (int, float)) or not math.isfinite(n) or n < 0:
+    if isinstance(n, bool) or not isinstance(n, (int, float)) or not is_finite_number(n) or n < 0:
         raise ValueError(f"{name} must be a finite number >= 0, got {n!r}")
     return float(n)
 
 
 def _check_energy(energy_j: Any) -> float:
     if isinstance(energy_j, bool) or not isinstance(energy_j, (int, float)) \
-            or not math.isfinite(energy_j) or energy_j < 0:
+            or not is_finite_number(energy_j) or energy_j < 0:
         raise ValueError(f"energy_j must be a finite number >= 0, got {energy_j!r}")
     return float(energy_j)
 

@@ -59,6 +59,30 @@ class ExecutorLostError(EcoptError):
     """
 
 
+class SystematicFailureError(EcoptError):
+    """The same error failed several trials in a row: a bug, not a bad configuration.
+
+    Raised by :meth:`ecopt.Study.optimize` (``fail_fast=k``) once ``k``
+    consecutive trials failed with the same exception type and message. Every
+    trial is recorded before it is raised, so the study can be resumed once the
+    objective is fixed.
+
+    Attributes:
+        trials: The numbers of the trials that failed that way, in order.
+        error_type: The exception's type name (``"KeyError"``...).
+        error_message: Its message.
+        traceback: The formatted traceback of the last of them ("" when unknown).
+    """
+
+    def __init__(self, message: str, trials: tuple[int, ...] = (), error_type: str = "",
+                 error_message: str = "", traceback: str = "") -> None:
+        super().__init__(message)
+        self.trials = tuple(trials)
+        self.error_type = error_type
+        self.error_message = error_message
+        self.traceback = traceback
+
+
 class DaskUnavailableError(EcoptError):
     """Dask distributed is not installed, or its scheduler cannot be reached."""
 

@@ -1,4 +1,4 @@
-"""Number formatting: the one rule every report, CLI command and progress line uses.
+"""Number and text formatting: the one rule every report, CLI command and progress line uses.
 
 Example:
     >>> from ecopt.fmt import fmt_number
@@ -9,9 +9,10 @@ Example:
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
-__all__ = ["fmt_number", "MISSING"]
+__all__ = ["fmt_number", "safe_text", "MISSING"]
 
 #: How a missing value (``None`` or NaN) is shown.
 MISSING = "-"
@@ -52,3 +53,23 @@ def fmt_number(v: Any) -> str:
     if abs(v) < 1e15 and (v.is_integer() or abs(v) >= 1e3):
         return f"{v:,.0f}"
     return f"{v:.4g}"
+
+
+# C0/C1 control characters (ANSI escapes...) and the bidirectional controls (U+202E...)
+# that would reorder what a terminal or a page title shows.
+_UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def safe_text(text: object) -> str:
+    """Text from a study directory made safe to show: controls written as escapes.
+
+    Control characters become ``\\xNN`` and bidirectional controls ``\\uNNNN``,
+    so a crafted study name or message can neither drive a terminal nor reverse
+    a report's title.
+
+    Example:
+        >>> print(safe_text("abc\\u202egnp.exe"))
+        abc\\u202egnp.exe
+    """
+    return _UNSAFE.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                       else f"\\u{ord(m.group()):04x}", str(text))

@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ecopt._types import is_finite_number
+
 __all__ = ["Objective", "Constraint", "validate_objectives"]
 
 _DIRECTIONS = ("max", "min")
@@ -46,7 +48,7 @@ class Objective:
             )
         if self.threshold is not None:
             if isinstance(self.threshold, bool) or not isinstance(self.threshold, (int, float)) \
-                    or not math.isfinite(self.threshold):
+                    or not is_finite_number(self.threshold):
                 raise ValueError(
                     f"threshold must be a finite number or None, got {self.threshold!r} "
                     f"for objective {self.name!r}"
@@ -83,7 +85,7 @@ class Constraint:
         if self.op not in _OPS:
             raise ValueError(f"constraint op must be '<=' or '>=', got {self.op!r} for {self.name!r}")
         if isinstance(self.bound, bool) or not isinstance(self.bound, (int, float)) \
-                or not math.isfinite(self.bound):
+                or not is_finite_number(self.bound):
             raise ValueError(f"constraint bound must be a finite number, got {self.bound!r}")
         object.__setattr__(self, "bound", float(self.bound))
 

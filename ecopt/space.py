@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from ecopt._types import Params, ParamValue
+from ecopt._types import Params, ParamValue, is_finite_number
 
 __all__ = [
     "Parameter",
@@ -123,7 +123,7 @@ class Float(Parameter):
             raise ValueError(
                 f"Float bounds must be numbers, got low={self.low!r}, high={self.high!r}"
             )
-        if not (math.isfinite(self.low) and math.isfinite(self.high)):
+        if not (is_finite_number(self.low) and is_finite_number(self.high)):
             raise ValueError(
                 f"Float bounds must be finite, got low={self.low}, high={self.high}"
             )

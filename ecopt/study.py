@@ -36,8 +36,8 @@ from ecopt._search import (
     search_energy_j,
     split_search,
 )
-from ecopt._spec import CORE_KEYS, core_spec, differences, last_stop_reason, optimize_calls
-from ecopt._types import Params
+from ecopt._spec import CORE_KEYS, core_spec, differences
+from ecopt._types import Params, is_finite_number
 from ecopt._version import __version__
 from ecopt.callbacks import (
     Callback,
@@ -161,8 +161,8 @@ class Study:
         self.spec: dict[str, Any] = dict(_spec or {})
         self._stop_requested = False
         self._optimizing = False
-        #: Why the last :meth:`optimize` call stopped proposing (``None`` before one ran); a
-        #: re-opened or loaded study starts with what its log recorded, as ``ecopt show`` prints.
+        #: Why the last :meth:`optimize` call stopped proposing, also one recorded by an
+        #: earlier process in ``study.json`` (``None`` before any ran).
         self.stop_reason: str | None = None
         # Joules of every proposal this object made, and each proposed trial's share.
         self._proposal_energy_j = 0.0
@@ -300,8 +300,8 @@ class Study:
             st.write_spec(spec)
             self.name = spec.get("name", self.name)
             self.spec = spec
+            self.stop_reason = last_stop_reason(spec)
             self._resume()
-            self.stop_reason = last_stop_reason(optimize_calls(spec))
         else:
             spec = {
                 "name": self.name,
@@ -381,7 +381,7 @@ class Study:
                     name=spec.get("name"), _readonly=True, _spec=spec)
         study._storage = st
         study._records = st.read_records()
-        study.stop_reason = last_stop_reason(optimize_calls(spec))  # as `ecopt show` says it
+        study.stop_reason = last_stop_reason(spec)
         return study
 
     def close(self) -> None:
@@ -710,6 +710,7 @@ class Study:
             # here and tell() can be called again once there is room.
             self._storage.append_record(record)
         del self._running[number]
+        live.mark_finished(record.state)
         self._records.append(record)
         if record.state is not TrialState.COMPLETE:
             assert record.error is not None
@@ -728,7 +729,8 @@ class Study:
                  show_progress: bool | None = None, *, asynchronous: bool = True,
                  callbacks: Sequence[Callback] = (), live: bool = False,
                  energy_budget_j: float | None = None,
-                 stop_when_converged: bool | StoppingRule = False) -> list[TrialRecord]:
+                 stop_when_converged: bool | StoppingRule = False,
+                 fail_fast: int | None = 3) -> list[TrialRecord]:
         """Run ``n_trials`` more trials (or until a time or energy budget is spent).
 
         With an executor that runs several trials at once (``"processes"``,
@@ -778,9 +780,15 @@ class Study:
                 not started: it is saved as failed (``NotStarted``) with its
                 proposal's energy, and the call ends; no proposal is made when
                 not even the cheapest trial so far would fit. Trials in flight
-                finish. Until one trial has finished, trials start one at a
-                time. A trial that costs more than predicted can still take the
-                total over.
+                finish; a batch's trials still queued (the local executor) are
+                judged again, with what the ones before them cost, before each
+                starts. Until one trial has finished, trials start one at a
+                time. A trial whose energy reading is missing, zero or NaN is
+                charged its duration x the highest power read so far (kept in
+                its ``user_attrs["budget_charge"]``); with nothing read yet, the
+                call raises :class:`~ecopt.errors.MeterError`. A trial that costs
+                more than predicted can still take the total over: by one trial
+                with the local executor, by the trials in flight with workers.
                 See docs/energy-aware-search.md.
             stop_when_converged: Start no new trial once :meth:`should_terminate`
                 says the search has converged (``True``: :attr:`stopping_rule`, the
@@ -789,6 +797,15 @@ class Study:
                 The rule is evaluated before each proposal; trials in flight
                 finish. Needs a model-based sampler. It is the callback
                 :class:`ecopt.callbacks.StopWhenConverged`.
+            fail_fast: Stop and raise :class:`~ecopt.SystematicFailureError`
+                (naming the trials) once this many trials in a row failed with
+                the same exception type and message: a misspelled metric name
+                or a typo fails every trial alike, and should not burn the
+                whole budget. A complete or pruned trial, or a different
+                error, resets the count; infeasible trials (out of memory,
+                :class:`~ecopt.Infeasible`), trials not started and interrupted
+                ones neither count nor reset. Every trial is recorded before
+                it is raised. ``None`` (or ``0``): never stop on failures.
 
         Returns:
             The records of the trials this call ran. Why the call stopped
@@ -802,6 +819,10 @@ class Study:
                 ``stop_when_converged`` or one with a model-free sampler, or an
                 objective the executor cannot send to its workers
                 (unpicklable), before any trial starts.
+            MeterError: under ``energy_budget_j``, a trial read no energy and
+                no trial of the study ever did (the budget cannot be kept).
+            SystematicFailureError: ``fail_fast`` trials in a row failed with
+                the same error (after every trial was recorded).
             ExecutorLostError: the executor went away (the Dask scheduler
                 stopped); trials that had finished were recorded with their
                 results and those in flight as failed (``Interrupted``), so the
@@ -821,10 +842,14 @@ class Study:
                 raise ValueError(f"{what} >= 1 must hold, got {what}={v!r}")
         if timeout_s is not None and not timeout_s > 0:
             raise ValueError(f"timeout_s > 0 must hold, got {timeout_s}")
+        if fail_fast is not None and (isinstance(fail_fast, bool) or not isinstance(
+                fail_fast, (int, np.integer)) or fail_fast < 0):
+            raise ValueError(f"fail_fast must be None or an integer >= 0 (0 and None: never "
+                             f"stop on failures), got fail_fast={fail_fast!r}")
         if energy_budget_j is not None:
             if isinstance(energy_budget_j, bool) or not isinstance(
                     energy_budget_j, (int, float, np.integer, np.floating)) \
-                    or not (math.isfinite(energy_budget_j) and energy_budget_j > 0):
+                    or not (is_finite_number(energy_budget_j) and energy_budget_j > 0):
                 raise ValueError(f"energy_budget_j > 0 must hold (a finite number of joules), "
                                  f"got energy_budget_j={energy_budget_j!r}")
             self._check_meter_reads_energy()
@@ -864,7 +889,8 @@ class Study:
                     ex.close()
                 raise
             loop = OptimizeLoop(self, objective, n_trials, batch_size, ex, timeout_s,
-                                asynchronous, hooks, energy_budget_j=energy_budget_j)
+                                asynchronous, hooks, energy_budget_j=energy_budget_j,
+                                fail_fast=int(fail_fast) if fail_fast else None)
             self._optimizing = True
             try:
                 done = loop.run()
@@ -995,6 +1021,24 @@ class Study:
                 f"objectives={[o.name for o in self.objectives]})")
 
 
+def last_stop_reason(spec: dict[str, Any]) -> str | None:
+    """Why the last recorded ``optimize()`` call stopped, from ``study.json``'s sessions.
+
+    Args:
+        spec: The parsed ``study.json``.
+
+    Returns:
+        The newest recorded ``stop_reason`` (``None`` when no call recorded one).
+    """
+    sessions = spec.get("sessions")
+    for session in reversed(sessions if isinstance(sessions, list) else []):
+        calls = session.get("optimize") if isinstance(session, dict) else None
+        for call in reversed(calls if isinstance(calls, list) else []):
+            if isinstance(call, dict) and call.get("stop_reason"):
+                return str(call["stop_reason"])
+    return None
+
+
 def load_study(path: str | Path) -> Study:
     """Open a study directory read-only, for plotting and reports.
 
@@ -1017,7 +1061,7 @@ def _legacy_idle_meter(meter: Meter, idle_s: float | None, subtract_idle: bool |
     from ecopt.meters.idle import IdleSubtracted
 
     idle = 0.0 if idle_s is None else idle_s
-    if isinstance(idle, bool) or not isinstance(idle, (int, float)) or not math.isfinite(idle) \
+    if isinstance(idle, bool) or not isinstance(idle, (int, float)) or not is_finite_number(idle) \
             or idle < 0:
         raise ValueError(f"idle_s must be a finite number >= 0, got {idle_s!r}")
     if not idle and not subtract_idle:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from ecopt._nesting import MAX_VALUE_DEPTH, nesting_depth
-from ecopt._types import Params
+from ecopt._types import Params, is_finite_number
 from ecopt.errors import EcoptError, Infeasible, MeterError, TrialPruned
 from ecopt.meters.base import Measurement, Meter, sync_cuda_if_used
 
@@ -414,6 +414,8 @@ class Trial:
         self._pruning = pruning
         self._decision: Verdict | None = None
         self._on_report = on_report
+        #: The state the study recorded for this trial (``None`` while it runs).
+        self.finished_state: TrialState | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -433,6 +435,21 @@ class Trial:
     def __getitem__(self, name: str) -> Any:
         return self.params[name]
 
+    def mark_finished(self, state: TrialState) -> None:
+        """Called by the study once the trial's record is saved: later reports are refused.
+
+        Args:
+            state: The state of the saved record.
+        """
+        self.finished_state = state
+
+    def _refuse_if_finished(self, what: str) -> None:
+        if self.finished_state is not None:
+            raise EcoptError(
+                f"{what} on trial {self.number} after it was told ({self.finished_state.value}): "
+                "its record is saved and nothing reported now would be kept; report inside "
+                "the objective, before it returns (or before study.tell())")
+
     @contextlib.contextmanager
     def phase(self, name: str, samples: int | None = None) -> Iterator[Trial]:
         """Measure a named phase (``load``, ``preprocess``, ``train``, ``inference``...).
@@ -451,6 +468,7 @@ class Trial:
         """
         if not isinstance(name, str) or not name:
             raise ValueError(f"phase name must be a non-empty string, got {name!r}")
+        self._refuse_if_finished(f"phase({name!r})")
         if samples is not None and (isinstance(samples, bool) or int(samples) != samples or samples < 0):
             raise ValueError(f"samples must be a non-negative integer, got {samples!r}")
         if self._open_phase is not None:
@@ -549,6 +567,8 @@ class Trial:
         Raises:
             ValueError: for a step that is not larger than the last one, or a
                 value that is not a finite number.
+            EcoptError: after the trial was told (its record is saved; the
+                report would be lost).
 
         Example:
             >>> for epoch in range(epochs):
@@ -558,6 +578,7 @@ class Trial:
             ...     if trial.should_stop():
             ...         raise ecopt.TrialPruned()
         """
+        self._refuse_if_finished("report()")
         try:
             if isinstance(step, bool):
                 raise TypeError
@@ -578,7 +599,7 @@ class Trial:
                 raise ValueError(f"metric names must be non-empty strings, got {k!r}")
             if hasattr(v, "item") and not isinstance(v, (int, float)):
                 v = v.item()  # numpy / 0-d torch
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not is_finite_number(v):
                 raise ValueError(f"reported metric {k!r} must be a finite number, got {v!r}")
             clean[k] = float(v)
         self._checkpoint()
@@ -682,7 +703,9 @@ class Trial:
             ValueError: for a key that is not a string or a value nested deeper
                 than 32 levels (refused before anything is written: such a line
                 would be skipped by every reader of the study).
+            EcoptError: after the trial was told (its record is saved).
         """
+        self._refuse_if_finished(f"set_user_attr({key!r})")
         if not isinstance(key, str):
             raise ValueError(f"a user attribute's key must be a string, got {key!r}")
         if nesting_depth(value, MAX_VALUE_DEPTH) > MAX_VALUE_DEPTH:

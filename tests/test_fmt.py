@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from ecopt.fmt import fmt_number
+from ecopt.fmt import fmt_number, safe_text
 
 
 @pytest.mark.parametrize("value, text", [
@@ -42,3 +42,13 @@ def test_every_report_layer_uses_the_rule(tmp_path):
     assert "12,345 J" in show_text(data)
     assert "12,345 J" in render_html(data, {})
     assert "1.234e+04" not in show_text(data) + render_html(data, {})
+
+
+@pytest.mark.parametrize(("text", "shown"), [
+    ("plain ünïcode", "plain ünïcode"),
+    ("a\x1b[31mb", "a\\x1b[31mb"),
+    ("s\u202ename", "s\\u202ename"),
+    ("\u2066x\u2069", "\\u2066x\\u2069"),
+])
+def test_safe_text_writes_controls_and_bidi_controls_out(text, shown):
+    assert safe_text(text) == shown

@@ -11,7 +11,7 @@ EXPECTED = {
     "__version__", "SearchSpace", "Float", "Int", "Categorical", "Fixed", "Objective",
     "Constraint", "Study", "load_study", "Trial", "TrialRecord", "TrialState", "Sampler", "Meter",
     "Measurement", "EcoptError", "ExecutorLostError", "Infeasible", "MeterError", "MeterUnavailableError",
-    "NotAStudyError", "SpecMismatchError", "StudyLockedError", "TrialPruned", "Intermediate",
+    "NotAStudyError", "SpecMismatchError", "StudyLockedError", "SystematicFailureError", "TrialPruned", "Intermediate",
     "DaskExecutor", "pareto", "samplers", "meters", "plot", "pruners", "StoppingRule", "Termination",
     "StopWhenConverged", "OptimizeCallback", "registry", "callbacks",
 }

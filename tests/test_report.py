@@ -247,8 +247,8 @@ def test_not_a_study_empty_and_failed_only(tmp_path):
     assert data.reference_point is None and data.hypervolume == 0.0
     assert any("no finished trials" in w for w in data.warnings)
 
-    def boom(trial):
-        raise ValueError("no luck")
+    def boom(trial):  # a different message each time: fail_fast does not stop the call
+        raise ValueError(f"no luck for trial {trial.number}")
 
     make_study(tmp_path / "failed", fn=boom, n=3)
     data = build_report(tmp_path / "failed")

@@ -269,3 +269,44 @@ def test_numpy_and_tensor_values_are_accepted():
     r = s.tell(t, {"acc": np.float32(0.5), "energy": torch.tensor(0.25)})
     assert r.state is TrialState.COMPLETE and r.values == {"acc": 0.5, "energy": 0.25}
     assert isinstance(r.values["acc"], float) and not math.isnan(r.values["energy"])
+
+
+def test_a_reopened_or_loaded_study_knows_why_its_last_optimize_stopped(tmp_path):
+    st = _study(tmp_path / "s")
+    st.optimize(lambda t: {"acc": t["x"], "energy": 1 - t["x"]}, n_trials=2)
+    assert st.stop_reason == "n_trials"
+    st.close()
+    assert ecopt.load_study(tmp_path / "s").stop_reason == "n_trials"
+    reopened = _study(tmp_path / "s")
+    assert reopened.stop_reason == "n_trials"
+    reopened.close()
+    assert _study(tmp_path / "fresh").stop_reason is None
+
+
+def test_reports_after_tell_are_refused_not_silently_dropped(tmp_path):
+    st = _study(tmp_path / "s")
+    t = st.ask()
+    t.report(0, {"acc": 0.5})
+    st.tell(t, {"acc": 0.5, "energy": 1.0})
+    with pytest.raises(EcoptError, match=r"report\(\) on trial 0 after it was told \(complete\)"):
+        t.report(1, {"acc": 0.6})
+    with pytest.raises(EcoptError, match="after it was told"):
+        t.set_user_attr("k", 1)
+    with pytest.raises(EcoptError, match="after it was told"):
+        with t.phase("train"):
+            pass  # pragma: no cover
+    assert st.records[0].intermediate[-1].step == 0
+
+
+@pytest.mark.parametrize("huge", [10**400, -(10**400)])
+def test_numbers_too_large_for_a_float_are_value_errors(tmp_path, huge):
+    with pytest.raises(ValueError, match="energy_budget_j > 0 must hold"):
+        _study().optimize(lambda t: {"acc": 1, "energy": 1}, n_trials=1, energy_budget_j=huge)
+    with pytest.raises(ValueError, match="threshold must be a finite number"):
+        ecopt.Objective("acc", "max", threshold=huge)
+    with pytest.raises(ValueError, match="bounds must be finite"):
+        ecopt.Float(0, huge) if huge > 0 else ecopt.Float(huge, 0)
+    st = _study()
+    rec = st.tell(st.ask(), {"acc": huge, "energy": 1.0})
+    assert rec.state is TrialState.FAILED and rec.error.type == "ValueError"
+    assert "too large for a float" in rec.error.message

@@ -61,7 +61,6 @@ import contextlib
 import datetime as _dt
 import json
 import logging
-import math
 import os
 import signal
 import socket
@@ -73,6 +72,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from ecopt._types import is_finite_number
 from ecopt.errors import MeterError, MeterUnavailableError, PowerLimitError
 
 __all__ = ["GpuLimit", "power_limit_range", "gpu_power_limit", "PowerLimitObjective",
@@ -351,7 +351,7 @@ def _set(nv: Any, h: Any, cuda_index: int, watts: float) -> None:
             raise PowerLimitError(f"GPU {cuda_index} does not support setting a power limit "
                                   f"({exc})") from None
         raise PowerLimitError(f"NVML failed setting the power limit of GPU {cuda_index} to "
-                              f"{watts:g} W: {exc}") from None
+                              f"{watts:.12g} W: {exc}") from None
 
 
 def _restore_stale(state: dict[str, Any], nv_factory: Callable[[], Any],
@@ -503,7 +503,7 @@ def gpu_power_limit(watts: float, gpus: Sequence[int] | None = None, trial: Any 
         raise ValueError("gpus must name the GPUs whose power limit is set (CUDA indices, e.g. "
                          "gpus=[0]), got None: there is no default, because capping every GPU "
                          "this process can see would cap GPUs other jobs use")
-    if isinstance(watts, bool) or not isinstance(watts, (int, float)) or not math.isfinite(watts):
+    if not is_finite_number(watts):
         raise ValueError(f"power limit must be a finite number of watts, got {watts!r}")
     watts = float(watts)
     path = Path(state_path) if state_path is not None else default_state_path()
@@ -517,7 +517,7 @@ def gpu_power_limit(watts: float, gpus: Sequence[int] | None = None, trial: Any 
         for f in facts:
             if not f.min_w <= watts <= f.max_w:
                 raise ValueError(f"power limit must lie in GPU {f.cuda_index}'s range "
-                                 f"[{f.min_w:g}, {f.max_w:g}] W ({f.name}), got {watts:g} W")
+                                 f"[{f.min_w:g}, {f.max_w:g}] W ({f.name}), got {watts:.12g} W")
             held = state["entries"].get(f.uuid)
             if isinstance(held, dict):  # restorable stale entries are gone by now
                 hpid = _entry_pid(held)

@@ -22,14 +22,13 @@ import argparse
 import functools
 import math
 import os
-import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from ecopt.errors import EcoptError
-from ecopt.fmt import fmt_number
+from ecopt.fmt import fmt_number, safe_text
 from ecopt.report.data import (
     ReportData,
     axis_values,
@@ -41,12 +40,7 @@ from ecopt.report.data import (
 
 __all__ = ["report_main", "plot_main", "compare_main", "show_main"]
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def _clean(text: object) -> str:
-    """Text safe for a terminal: control characters (ANSI escapes...) shown as ``\\xNN``."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text))
+_clean = safe_text
 
 
 def _warn(cmd: str, warnings: Sequence[str]) -> None:
@@ -245,7 +239,7 @@ def show_text(data: ReportData, color: bool = False) -> str:
     """
     out: list[str] = []
     spec = data.spec
-    out.append(f"study {data.name}  ({data.path})")
+    out.append(f"study {_clean(data.name)}  ({_clean(data.path)})")
     objs = ", ".join(f"{o.name} [{o.direction}"
                      + (f", threshold {o.threshold:g}" if o.threshold is not None else "") + "]"
                      for o in data.objectives)

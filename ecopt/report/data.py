@@ -47,7 +47,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ecopt import pareto
-from ecopt._spec import last_stop_reason, optimize_calls
 from ecopt._search import proposal_energy_j, unbilled_windows
 from ecopt._search import search_energy_j as _window_j
 from ecopt.objective import Constraint, Objective
@@ -312,7 +311,9 @@ class ReportData:
     @property
     def stop_reason(self) -> str | None:
         """Why the last ``optimize()`` call stopped, when the log says."""
-        return last_stop_reason(self.optimize_calls)
+        from ecopt.study import last_stop_reason
+
+        return last_stop_reason(self.spec)
 
     @property
     def convergence(self) -> str | None:
@@ -601,6 +602,16 @@ def _phase_energy(record: TrialRecord) -> list[PhaseEnergy]:
     return out
 
 
+def _optimize_calls(spec: dict[str, Any]) -> tuple[dict[str, Any], ...]:
+    """Every ``optimize()`` summary in ``study.json``'s sessions, oldest first."""
+    out: list[dict[str, Any]] = []
+    sessions = spec.get("sessions")
+    for sess in sessions if isinstance(sessions, list) else []:
+        calls = sess.get("optimize") if isinstance(sess, dict) else None
+        out += [c for c in calls if isinstance(c, dict)] if isinstance(calls, list) else []
+    return tuple(out)
+
+
 def _unbilled(study: Study) -> list[dict[str, Any]]:
     """Stopping-rule windows no proposal followed: kept in ``study.json``, or still pending."""
     out = unbilled_windows(study.spec)
@@ -859,7 +870,7 @@ def build_report(source: Study | str | Path, *, baseline: int | None = None,
         generated_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         trial_energy_j=trial_j,
         proposal_energy_j=proposal_j,
-        optimize_calls=optimize_calls(spec),
+        optimize_calls=_optimize_calls(spec),
     )
 
 

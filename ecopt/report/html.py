@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from ecopt._version import __version__
 from ecopt.report.data import ReportData, build_report, fallback_line
-from ecopt.fmt import fmt_number
+from ecopt.fmt import fmt_number, safe_text
 from ecopt.trial import TrialRecord
 
 if TYPE_CHECKING:
@@ -62,8 +62,8 @@ figure{margin:8px 0}figcaption{font-size:.85em;color:#556}
 
 
 def _e(value: object) -> str:
-    """Escape anything for HTML text and attribute values."""
-    return html.escape(str(value), quote=True)
+    """Escape anything for HTML text and attribute values (bidi controls written out)."""
+    return html.escape(safe_text(value), quote=True)
 
 
 _num = fmt_number

@@ -424,3 +424,13 @@ def test_an_emergency_exit_can_restore_its_own_limits(fake_nvml, hw, tmp_path):
         assert [o["outcome"] for o in out] == ["restored 300 W"]
         assert nv.gpus[0].power_limit_mw == 300_000 and _entries(state) == {}
     assert nv.gpus[0].power_limit_mw == 300_000  # the block's own restore is harmless
+
+
+def test_a_refused_limit_is_shown_with_every_digit_given(fake_nvml, hw, tmp_path):
+    fake_nvml([hw.FakeGpu()])
+    with pytest.raises(ValueError, match=r"range \[100, 400\] W .* got 400.0004 W"):
+        with gpu_power_limit(400.0004, gpus=[0], state_path=tmp_path / "s.json"):
+            pass  # pragma: no cover
+    with pytest.raises(ValueError, match="finite number of watts"):
+        with gpu_power_limit(10**400, gpus=[0], state_path=tmp_path / "s.json"):
+            pass  # pragma: no cover

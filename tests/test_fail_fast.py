@@ -1,0 +1,107 @@
+"""optimize(fail_fast=k): the same error k times in a row stops the call (issue 28 item 3)."""
+
+from __future__ import annotations
+
+import pytest
+
+import ecopt
+from ecopt.trial import TrialState
+
+SPACE = {"x": ecopt.Float(0, 1), "y": ecopt.Float(0, 1)}
+OBJS = [ecopt.Objective("f1", "min"), ecopt.Objective("f2", "min")]
+
+
+def _study(path=None) -> ecopt.Study:
+    return ecopt.Study(ecopt.SearchSpace(SPACE), OBJS, storage=path, sampler="random",
+                       meter="estimate", seed=0)
+
+
+def typo(trial: ecopt.Trial) -> dict[str, float]:
+    return {"f1": trial["c"], "f2": 0.0}  # 'c' is not a parameter
+
+
+def misspelled(trial: ecopt.Trial) -> dict[str, float]:
+    return {"f1": trial["x"], "f_2": 1.0}  # unknown metric name: failed in the record builder
+
+
+def test_a_typo_stops_the_call_after_three_trials_naming_them(tmp_path):
+    st = _study(tmp_path / "s")
+    with pytest.raises(ecopt.SystematicFailureError, match=r"trials 0, 1, 2 all failed with "
+                       r"KeyError: 'c'") as info:
+        st.optimize(typo, n_trials=50)
+    assert info.value.trials == (0, 1, 2) and info.value.error_type == "KeyError"
+    assert "trial['c']" in info.value.traceback or "trial[\"c\"]" in info.value.traceback
+    assert [r.state for r in st.records] == [TrialState.FAILED] * 3  # all recorded, no more
+    assert st.stop_reason.startswith("fail_fast: trials 0, 1, 2 failed with KeyError")
+    st.close()
+    again = ecopt.load_study(tmp_path / "s")
+    assert len(again.records) == 3
+
+
+def test_an_invalid_return_counts_and_k_is_configurable():
+    st = _study()
+    with pytest.raises(ecopt.SystematicFailureError, match="unknown metric name") as info:
+        st.optimize(misspelled, n_trials=50, fail_fast=5)
+    assert info.value.trials == (0, 1, 2, 3, 4)
+
+
+@pytest.mark.parametrize("off", [None, 0])
+def test_off_runs_every_trial(off):
+    st = _study()
+    recs = st.optimize(typo, n_trials=6, fail_fast=off)
+    assert len(recs) == 6 and all(r.state is TrialState.FAILED for r in recs)
+
+
+class Pattern:
+    """Outcomes by trial number: 'ok', 'a' / 'b' (two errors), 'oom', 'prune'."""
+
+    def __init__(self, plan: str) -> None:
+        self.plan = plan
+
+    def __call__(self, trial: ecopt.Trial) -> dict[str, float]:
+        what = self.plan[trial.number] if trial.number < len(self.plan) else "o"
+        if what == "a":
+            raise ValueError("error a")
+        if what == "b":
+            raise ValueError("error b")
+        if what == "i":
+            raise ecopt.Infeasible("too large")
+        if what == "p":
+            trial.report(0, {"f1": 0.5})
+            raise ecopt.TrialPruned()
+        return {"f1": trial["x"], "f2": trial["y"]}
+
+
+@pytest.mark.parametrize("plan, stops_at", [
+    ("aaoaaoaao", None),      # a success resets the count
+    ("aabaaboooo", None),     # so does a different error
+    ("aapaapooo", None),      # and a pruned trial (the objective ran and reported)
+    ("aiaooooooo", (0, 2)),   # an infeasible trial neither counts nor resets
+    ("oooobbb", (4, 5, 6)),   # a run of failures later in the call counts too
+])
+def test_what_resets_the_count(plan, stops_at):
+    st = _study()
+    if stops_at is None:
+        recs = st.optimize(Pattern(plan), n_trials=len(plan))
+        assert len(recs) == len(plan)
+        return
+    with pytest.raises(ecopt.SystematicFailureError) as info:
+        st.optimize(Pattern(plan), n_trials=len(plan) + 5, fail_fast=3 if stops_at[0] else 2)
+    assert info.value.trials == stops_at
+
+
+def test_a_local_batch_stops_inside_the_batch():
+    st = _study()
+    with pytest.raises(ecopt.SystematicFailureError) as info:
+        st.optimize(typo, n_trials=8, batch_size=8, asynchronous=False)
+    assert info.value.trials == (0, 1, 2)
+    states = [(r.state, r.error.type) for r in st.records]
+    # trials 3..7 were proposed with the batch but never run
+    assert states == [(TrialState.FAILED, "KeyError")] * 3 + [(TrialState.FAILED, "NotStarted")] * 5
+    assert all("fail_fast" in r.error.message for r in st.records[3:])
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True, "3"])
+def test_bad_fail_fast_is_refused(bad):
+    with pytest.raises(ValueError, match="fail_fast must be None or an integer >= 0"):
+        _study().optimize(typo, n_trials=1, fail_fast=bad)
