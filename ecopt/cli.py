@@ -43,7 +43,9 @@ def _add_quickstart(sub: argparse._SubParsersAction) -> None:
                     "MLP on scikit-learn's digits (shipped, no download) for accuracy (max) "
                     "and inference samples/J (max); write the study directory and print the "
                     "Pareto front with each energy figure's source.")
-    p.add_argument("--trials", type=int, default=24, help="number of trials (default 24)")
+    p.add_argument("--trials", type=int, default=24,
+                   help="trials the study holds in the end (default 24): re-running resumes "
+                        "the study in --out and runs only the trials still missing")
     p.add_argument("--out", default="runs/quickstart", help="study directory (default runs/quickstart)")
     p.add_argument("--sampler", default="qlognehvi",
                    help="qlognehvi (default), qnehvi, random, sobol or grid")
@@ -54,7 +56,8 @@ def _add_quickstart(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--epochs", type=int, default=4, help="training epochs per trial (default 4)")
     p.add_argument("--overwrite", action="store_true",
                    help="start afresh if --out holds a different study (old files kept aside)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress (a bar on a terminal, else one line per trial)")
 
 
 def _add_meters(sub: argparse._SubParsersAction) -> None:

@@ -64,6 +64,22 @@ def test_optimize_progress_goes_to_stderr_and_quiet_mode(tmp_path, capsys, monke
         assert p._bar is None
 
 
+def test_lines_mode_writes_one_plain_line_per_finished_trial():
+    # For pipes and log files, where a bar is never redrawn (issue 28: `ecopt quickstart | tee`
+    # printed nothing until the end).
+    buf = io.StringIO()
+    with ecopt.Study(SPACE, OBJS, sampler="random", meter="estimate", name="s", seed=2) as s:
+        s.optimize(objective, n_trials=3, show_progress=False,
+                   callbacks=[ProgressBar(enabled=True, file=buf, lines=True)])
+        s.optimize(objective, n_trials=1, show_progress=False,
+                   callbacks=[ProgressBar(enabled=False, file=buf, lines=True)])
+    lines = buf.getvalue().splitlines()
+    assert len(lines) == 3 and "\r" not in buf.getvalue()
+    for k, line in enumerate(lines):
+        assert line.startswith(f"ecopt s: trial {k} ") and f"({k + 1}/3): hv=" in line
+        assert "energy=" in line and "(estimated)" in line
+
+
 def test_no_energy_meter_says_na_and_logs_each_trial(caplog):
     with ecopt.Study(SPACE, [ecopt.Objective("acc", "max")], sampler="random",
                      meter=WallClockMeter()) as s:
