@@ -19,7 +19,7 @@ import ecopt
 from ecopt.callbacks import Callback, ProgressBar, quiet_from_env
 from ecopt.fmt import fmt_number
 from ecopt.frames import phase_source
-from ecopt.trial import TrialRecord
+from ecopt.trial import TrialRecord, excluded_reason
 
 __all__ = ["quickstart_space", "quickstart_objectives", "run_quickstart", "trials_done",
            "cli_main", "format_front"]
@@ -142,6 +142,8 @@ def _summary(study: ecopt.Study) -> str:
         "",
         f"Pareto front ({len(front)} trials):",
         format_front(front, study.space),
+        *([""] + [f"trial {r.number} {excluded_reason(r)}" for r in recs if r.unreliable]
+          if any(r.unreliable for r in recs) else []),
         "",
         f"report: ecopt show {study.path}   |   ecopt report {study.path}",
     ]

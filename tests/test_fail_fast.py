@@ -105,3 +105,12 @@ def test_a_local_batch_stops_inside_the_batch():
 def test_bad_fail_fast_is_refused(bad):
     with pytest.raises(ValueError, match="fail_fast must be None or an integer >= 0"):
         _study().optimize(typo, n_trials=1, fail_fast=bad)
+
+
+def test_callbacks_see_every_trial_with_and_without_a_budget():
+    seen = []
+    st = _study()
+    st.optimize(Pattern("oao"), n_trials=3, callbacks=[lambda s, r: seen.append(r.number)])
+    st.optimize(Pattern(""), n_trials=2, energy_budget_j=1e9,
+                callbacks=[lambda s, r: seen.append(r.number)])
+    assert seen == [0, 1, 2, 3, 4]

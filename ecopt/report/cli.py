@@ -136,6 +136,10 @@ def report_main(args: argparse.Namespace) -> int:
         print("note: energy in this study is ESTIMATED, not measured (the report says so)")
     if data.payback is not None:
         print(_clean(data.payback.describe()))
+    if data.excluded:
+        print(f"{len(data.excluded)} complete trial(s) kept off the front, the knee, the "
+              "best-of and the payback: excluded: window too short for the meter "
+              f"(trials {', '.join(map(str, data.excluded))}; ecopt show lists why)")
     return _done("report", args, data.warnings)
 
 
@@ -300,6 +304,13 @@ def show_text(data: ReportData, color: bool = False) -> str:
         out.append("\nbest per objective:")
         for name, n in data.best.items():
             out.append(f"  {name}: trial {n} ({data.record(n).values[name]:.6g})")
+    if data.excluded:
+        out.append(f"\nkept off the front, the knee and the best-of ({len(data.excluded)} "
+                   "complete trials; repeat the work inside the phase, trial.repeat_in_phase):")
+        for n, why in list(data.excluded.items())[:20]:
+            out.append(f"  {n}: {why}")
+        if len(data.excluded) > 20:
+            out.append(f"  ... and {len(data.excluded) - 20} more")
     bad = [r for r in data.records if r.error is not None]
     if bad:
         out.append(f"\nfailed / infeasible / pruned trials ({len(bad)}):")
