@@ -74,6 +74,30 @@ def test_plot_default_and_chosen_axes(run, tmp_path, capsys):
     assert out2.read_text().lstrip().startswith("<?xml")
 
 
+def test_plot_writes_into_the_study_by_default_as_report_does(tmp_path, capsys, monkeypatch):
+    # Issue 28: `ecopt plot` wrote front.png into the current folder (replacing any file there)
+    # while `ecopt report` writes into the study.
+    run = make(tmp_path / "study", n=4)
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    (cwd / "front.png").write_bytes(b"the user's own file")
+    monkeypatch.chdir(cwd)
+    assert main(["plot", str(run)]) == 0
+    assert capsys.readouterr().out.strip() == f"wrote {run / 'front.png'}"
+    assert (cwd / "front.png").read_bytes() == b"the user's own file"
+    with Image.open(run / "front.png") as im:
+        assert im.size == (700, 500)
+    assert main(["report", str(run)]) == 0 and (run / "report.html").exists()
+    capsys.readouterr()
+    # Other axes get their own file; a second default plot says it replaced the first.
+    assert main(["plot", str(run), "--x", "energy_j"]) == 0
+    assert capsys.readouterr().out.strip() == \
+        f"wrote {run / 'front_samples_per_joule_vs_energy_j.png'}"
+    assert main(["plot", str(run)]) == 0
+    assert "replacing the file that was there" in capsys.readouterr().out
+    assert sorted(p.name for p in cwd.iterdir()) == ["front.png"]
+
+
 def test_plot_unknown_metric_is_a_clear_error(run, tmp_path, capsys):
     rc = main(["plot", str(run), "--x", "acuracy", "-o", str(tmp_path / "f.png")])
     err = capsys.readouterr().err
