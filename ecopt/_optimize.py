@@ -137,19 +137,13 @@ class OptimizeLoop:
         self.trials_j += rec.energy_j
         if charge is not None:
             self._charge(rec, charge)
-        for cb in self.callbacks:
-            try:
-                cb(self.study, rec)
-            except Exception as exc:  # noqa: BLE001 - a callback never loses the study's trials
-                log.warning("callback %r failed after trial %d (the study goes on): %s: %s",
-                            cb, rec.number, type(exc).__name__, exc, exc_info=True)
-        self._count_failure(rec)
         for cb in self.callbacks:  # every trial, whatever the budget made of it
             try:
                 cb(self.study, rec)
             except Exception as exc:  # noqa: BLE001 - a callback never loses the study's trials
                 log.warning("callback %r failed after trial %d (the study goes on): %s: %s",
                             cb, rec.number, type(exc).__name__, exc, exc_info=True)
+        self._count_failure(rec)
 
     def _charge(self, rec: TrialRecord, charge: BudgetCharge) -> None:
         """Count a trial against the budget: its energy, or the stated estimate where none was read."""
