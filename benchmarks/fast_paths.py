@@ -136,6 +136,41 @@ def summarise(rows: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[Any]
     return cols, out
 
 
+def _tables(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    from docs.recorded import Table
+
+    return {"gains": Table(*gains(rows)), "fast_paths": Table(*summarise(rows))}
+
+
+def gains(rows: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[Any]]]:
+    """One row per fast path: how many times slower a proposal is with only it off.
+
+    A cell is the median CPU time with the path off over the median with every path
+    on, per (M, n); ``None`` where the path does not apply (not in the proposal's
+    recorded ``fast_path_off`` when switched off).
+    """
+    med: dict[tuple[int, int, str], float] = {}
+    applies: dict[tuple[int, int, str], bool] = {}
+    m_of = {v: k for k, v in PROBLEMS.items()}
+    by: dict[tuple[int, int, str], list[dict[str, Any]]] = {}
+    for r in rows:
+        by.setdefault((m_of[r["problem"]], r["n"], r["config"]), []).append(r)
+    for (m, n, c), rs in by.items():
+        med[(m, n, c)] = statistics.median(r["cpu_s"] for r in rs)
+        applies[(m, n, c)] = all(set(CONFIGS[c]) <= set(r["off"]) for r in rs)
+    sizes = sorted({(m, n) for m, n, _ in med})
+    cols = ["fast path", *[f"M={m}, n={n}" for m, n in sizes]]
+    out: list[list[Any]] = []
+    for path in PATHS:
+        c = f"no {path}"
+        out.append([path, *[round(med[(m, n, c)] / med[(m, n, "all on")], 2)
+                            if (m, n, c) in med and applies[(m, n, c)] else None
+                            for m, n in sizes]])
+    out.append(["all five", *[round(med[(m, n, "all off")] / med[(m, n, "all on")], 2)
+                              if (m, n, "all off") in med else None for m, n in sizes]])
+    return cols, out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--problems", nargs="+", default=list(PROBLEMS.values()))
@@ -146,10 +181,22 @@ def main(argv: Sequence[str] | None = None) -> int:
                                     "to put first on PYTHONPATH")
     ap.add_argument("--record", help="write a recorded run into this folder")
     ap.add_argument("--note", action="append", default=[], help="a note for the recorded run")
+    ap.add_argument("--rebuild", help="rewrite the tables of a recorded run from its cases "
+                                      "(its command, date and commit kept)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
         return _worker(args)
+    if args.rebuild:
+        from docs.recorded import read_run, write_run
+
+        old = read_run(args.rebuild)
+        cases = old.facts["cases"]
+        run = write_run(args.rebuild, script=old.script, command=old.command,
+                        tables=_tables(cases), energy=old.energy, notes=old.notes,
+                        facts=old.facts, date=old.date, git=(old.git_commit, old.git_dirty))
+        print(f"rebuilt {run.path}")
+        return 0
     load0 = Path("/proc/loadavg").read_text().split()[:3] if Path("/proc/loadavg").exists() \
         else []
     rows: list[dict[str, Any]] = []
@@ -159,11 +206,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         got, libs = run_config(c, args.problems, args.sizes, args.seeds, args.floor)
         rows += got
         print(f"{c}: {time.perf_counter() - t0:.0f} s", file=sys.stderr)
-    cols, table = summarise(rows)
-    from docs.recorded import Table, render_table
+    from docs.recorded import render_table
 
+    tables = _tables(rows)
     print(f"BoTorch stack in the measured processes: {libs}")
-    print(render_table(Table(cols, table)))
+    for t in tables.values():
+        print(render_table(t))
     if args.record:
         from docs.recorded import write_run
 
@@ -174,7 +222,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                  "(a shared 2-core machine: CPU times are per process, wall time is not used)",
                  *args.note]
         run = write_run(args.record, script="benchmarks/fast_paths.py", command=cmd,
-                        tables={"fast_paths": Table(cols, table)}, energy=None, notes=notes,
+                        tables=tables, energy=None, notes=notes,
                         facts={"floor": args.floor, "seeds": args.seeds,
                                "measured_stack": libs, "cases": rows})
         print(f"recorded {run.path}")
