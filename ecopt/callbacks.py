@@ -99,10 +99,16 @@ class ProgressBar(OptimizeCallback):
     "show when stderr is a terminal"). Each finished trial is also logged at
     INFO level on the ``ecopt`` logger, so scripts can keep a trace without a bar.
 
+    Where no terminal redraws a bar (a pipe, a batch job's log file),
+    ``lines=True`` writes one plain line per finished trial instead::
+
+        ecopt quickstart: trial 6 complete (6/10): hv=0.0123 front=3 energy=41.2 J (estimated) failed=1
+
     Args:
         enabled: ``True``/``False``, or ``None`` for "when stderr is a terminal
             and ``ECOPT_QUIET`` is not set".
-        file: Where the bar is written (default stderr).
+        file: Where the bar (or the lines) is written (default stderr).
+        lines: One line per finished trial, flushed at once, instead of a bar.
 
     Attributes:
         energy_j: Joules of every finished trial of the study so far (with their proposals).
@@ -113,11 +119,13 @@ class ProgressBar(OptimizeCallback):
         done: Trials finished in this call.
     """
 
-    def __init__(self, enabled: bool | None = None, file: IO[str] | None = None) -> None:
+    def __init__(self, enabled: bool | None = None, file: IO[str] | None = None, *,
+                 lines: bool = False) -> None:
         if enabled is None:
             enabled = bool(getattr(sys.stderr, "isatty", lambda: False)()) and not quiet_from_env()
         self.enabled = bool(enabled)
         self.file = file
+        self.lines = bool(lines)
         self.total: int | None = None
         self.energy_j = 0.0
         self.measured = True
@@ -133,7 +141,7 @@ class ProgressBar(OptimizeCallback):
         for r in study.records:  # a resumed study: count what earlier sessions spent
             self._account(r)
         self.close()
-        if not self.enabled:
+        if not self.enabled or self.lines:
             return
         try:
             from tqdm.auto import tqdm
@@ -175,11 +183,17 @@ class ProgressBar(OptimizeCallback):
             self.pruned += 1
         elif record.state is not TrialState.COMPLETE:
             self.failed += 1
-        if self._bar is None and not log.isEnabledFor(logging.INFO):
+        printing = self.enabled and self.lines
+        if self._bar is None and not printing and not log.isEnabledFor(logging.INFO):
             return
         text = self.postfix()
-        log.info("trial %d %s (%d/%s): %s", record.number, record.state.value, self.done,
-                 self.total if self.total is not None else "?", text)
+        line = (f"trial {record.number} {record.state.value} "
+                f"({self.done}/{self.total if self.total is not None else '?'}): {text}")
+        log.info("%s", line)
+        if printing:
+            out = self.file if self.file is not None else sys.stderr
+            name = getattr(self._study, "name", None)
+            print(f"ecopt {name}: {line}" if name else line, file=out, flush=True)
         if self._bar is not None:
             self._bar.set_postfix_str(text, refresh=False)
             self._bar.update(1)

@@ -43,7 +43,9 @@ def _add_quickstart(sub: argparse._SubParsersAction) -> None:
                     "MLP on scikit-learn's digits (shipped, no download) for accuracy (max) "
                     "and inference samples/J (max); write the study directory and print the "
                     "Pareto front with each energy figure's source.")
-    p.add_argument("--trials", type=int, default=24, help="number of trials (default 24)")
+    p.add_argument("--trials", type=int, default=24,
+                   help="trials the study holds in the end (default 24): re-running resumes "
+                        "the study in --out and runs only the trials still missing")
     p.add_argument("--out", default="runs/quickstart", help="study directory (default runs/quickstart)")
     p.add_argument("--sampler", default="qlognehvi",
                    help="qlognehvi (default), qnehvi, random, sobol or grid")
@@ -54,7 +56,8 @@ def _add_quickstart(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--epochs", type=int, default=4, help="training epochs per trial (default 4)")
     p.add_argument("--overwrite", action="store_true",
                    help="start afresh if --out holds a different study (old files kept aside)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress (a bar on a terminal, else one line per trial)")
 
 
 def _add_meters(sub: argparse._SubParsersAction) -> None:
@@ -80,7 +83,9 @@ def _add_reports(sub: argparse._SubParsersAction) -> None:
     p.add_argument("run_dir", help="study directory")
     p.add_argument("--x", help="metric on the x axis (default: first objective)")
     p.add_argument("--y", help="metric on the y axis (default: second objective)")
-    p.add_argument("-o", "--out", default="front.png", help="output file (default front.png)")
+    p.add_argument("-o", "--out", default=None,
+                   help="output file, its type from the suffix (default: RUN_DIR/front.png, "
+                        "or RUN_DIR/front_<y>_vs_<x>.png with --x/--y; as report, into the study)")
 
     p = sub.add_parser("compare", help="overlay the fronts of several studies, hypervolume of each")
     p.add_argument("run_dirs", nargs="+", help="two or more study directories")

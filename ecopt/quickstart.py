@@ -11,16 +11,18 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import ecopt
+from ecopt.callbacks import Callback, ProgressBar, quiet_from_env
 from ecopt.fmt import fmt_number
 from ecopt.frames import phase_source
-from ecopt.trial import TrialRecord
+from ecopt.trial import TrialRecord, excluded_reason
 
-__all__ = ["quickstart_space", "quickstart_objectives", "run_quickstart", "cli_main",
-           "format_front"]
+__all__ = ["quickstart_space", "quickstart_objectives", "run_quickstart", "trials_done",
+           "cli_main", "format_front"]
 
 
 def quickstart_space(epochs: int = 4) -> ecopt.SearchSpace:
@@ -65,25 +67,57 @@ def format_front(records: list[TrialRecord], space: ecopt.SearchSpace) -> str:
     return "\n".join(lines)
 
 
+def trials_done(study: ecopt.Study) -> int:
+    """Trials of the study that ran to their end: every record but those cut off by an interrupt.
+
+    A trial stopped by Ctrl-C, a kill or a lost worker is recorded as failed
+    (:attr:`ecopt.TrialRecord.interrupted`); resuming runs another in its
+    place, so it does not count.
+    """
+    return sum(1 for r in study.records if not r.interrupted)
+
+
 def run_quickstart(out: str | Path = "runs/quickstart", trials: int = 24,
                    sampler: str = "qlognehvi", meter: str = "auto", q: int = 1, seed: int = 0,
-                   epochs: int = 4, overwrite: bool = False, show_progress: bool | None = None
-                   ) -> ecopt.Study:
-    """Run (or resume) the quickstart study and return it.
+                   epochs: int = 4, overwrite: bool = False, show_progress: bool | None = None,
+                   callbacks: Sequence[Callback] = ()) -> ecopt.Study:
+    """Run the quickstart study up to ``trials`` trials, resuming one already in ``out``.
+
+    A study that stopped early (Ctrl-C, a killed process) goes on where it
+    stopped: only the trials still missing run (:func:`trials_done`), so
+    re-running the same command never adds more than asked; a study that has
+    ``trials`` already runs nothing. Ask for a larger ``trials`` to extend it.
+
+    Args:
+        out: The study directory.
+        trials: The number of trials the study should hold in the end (``>= 1``).
+        sampler: Sampler name.
+        meter: Meter name.
+        q: Proposals made together per round (``optimize``'s ``batch_size``).
+        seed: The study's seed.
+        epochs: Training epochs per trial.
+        overwrite: Start afresh where ``out`` holds a different study.
+        show_progress: The progress bar (``None``: when stderr is a terminal).
+        callbacks: Passed to :meth:`ecopt.Study.optimize`.
+
+    Returns:
+        The closed study.
 
     Raises:
         ValueError: for ``trials < 1`` or an unknown sampler/meter name.
     """
     from ecopt.workloads.classifier import ClassifierObjective
 
-    if trials < 1:
-        raise ValueError(f"trials >= 1 must hold, got {trials}")
+    if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
+        raise ValueError(f"trials >= 1 must hold, got {trials!r}")
     study = ecopt.Study(quickstart_space(epochs), quickstart_objectives(), storage=out,
                         sampler=sampler, meter=meter, seed=seed, name="quickstart",
                         overwrite=overwrite)
     try:
-        study.optimize(ClassifierObjective(epochs=epochs), n_trials=trials, batch_size=q,
-                       show_progress=show_progress)
+        missing = trials - trials_done(study)
+        if missing > 0:
+            study.optimize(ClassifierObjective(epochs=epochs), n_trials=missing, batch_size=q,
+                           show_progress=show_progress, callbacks=callbacks)
     finally:
         study.close()
     return study
@@ -108,6 +142,8 @@ def _summary(study: ecopt.Study) -> str:
         "",
         f"Pareto front ({len(front)} trials):",
         format_front(front, study.space),
+        *([""] + [f"trial {r.number} {excluded_reason(r)}" for r in recs if r.unreliable]
+          if any(r.unreliable for r in recs) else []),
         "",
         f"report: ecopt show {study.path}   |   ecopt report {study.path}",
     ]
@@ -125,9 +161,32 @@ def cli_main(args: argparse.Namespace) -> int:
         warnings.filterwarnings("ignore", category=UserWarning, module=mod)
     logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
     print(f"ecopt quickstart: {args.trials} trials, sampler {args.sampler}, meter {args.meter}, "
-          f"study dir {args.out}", file=sys.stderr)
+          f"study dir {args.out}" + _resume_note(args.out, args.trials, args.epochs), file=sys.stderr)
+    # A bar where a terminal redraws it; elsewhere (a pipe, a log file) one line per trial.
+    tty = bool(getattr(sys.stderr, "isatty", lambda: False)())
+    lines = not args.quiet and not tty and not quiet_from_env()
     study = run_quickstart(args.out, args.trials, args.sampler, args.meter, args.q, args.seed,
                            args.epochs, args.overwrite,
-                           show_progress=False if args.quiet else None)
+                           show_progress=False if args.quiet or lines else None,
+                           callbacks=[ProgressBar(enabled=True, lines=True)] if lines else ())
     print(_summary(study))
     return 0
+
+
+def _resume_note(out: str, trials: int, epochs: int) -> str:
+    """What a re-run does with the quickstart study already in ``out`` (``""``: none there)."""
+    from ecopt.errors import EcoptError
+
+    if not (Path(out) / "trials.jsonl").exists():
+        return ""
+    try:
+        old = ecopt.load_study(out)
+    except (EcoptError, ValueError, OSError):
+        return ""  # opening it for writing says what is wrong
+    if old.space.to_dict() != quickstart_space(epochs).to_dict():
+        return ""  # another study: opening it says so (or --overwrite moves it aside)
+    done = trials_done(old)
+    if done >= trials:
+        return (f"\n  it already holds {done} finished trials: nothing to run (ask for more "
+                f"with --trials {done + 8}, or use another --out)")
+    return f"\n  resuming: {done} of {trials} trials done, {trials - done} to run"

@@ -127,6 +127,14 @@ def test_stop_reason_is_kept_in_study_json_and_shown(tmp_path):
     assert calls[1]["trial_energy_j"] + calls[1]["proposal_energy_j"] <= 30.0
     text = show_text(build_report(tmp_path / "s"))
     assert "last optimize() stopped: energy_budget_j=30 J" in text
+    # Issue 28 (newcomer list): load_study(d).stop_reason was None while `ecopt show` printed it.
+    loaded = ecopt.load_study(tmp_path / "s")
+    assert loaded.stop_reason == calls[1]["stop_reason"]
+    assert f"last optimize() stopped: {loaded.stop_reason}" in text
+    reopened = _study(tmp_path / "s")  # a resumed study starts with what its log says, too
+    assert reopened.stop_reason == calls[1]["stop_reason"]
+    reopened.close()
+    assert ecopt.load_study(tmp_path / "s").stop_reason == calls[1]["stop_reason"]  # no call
 
 
 def _rec(n: int, energy_j: float, state: TrialState = TrialState.COMPLETE) -> TrialRecord:

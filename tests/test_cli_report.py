@@ -23,8 +23,8 @@ def objective(trial):
         raise RuntimeError("diverged")
     with trial.phase("train"):
         sum(range(3000 + int(3000 * trial["x"])))
-    with trial.phase("inference", samples=64):
-        sum(range(1000 + int(3000 * trial["y"])))
+    trial.repeat_in_phase("inference", lambda: sum(range(1000 + int(3000 * trial["y"]))),
+                       samples_per_call=64)
     return {"accuracy": trial["x"] - 0.2 * trial["y"],
             "samples_per_joule": trial.samples_per_joule("inference")}
 
@@ -72,6 +72,30 @@ def test_plot_default_and_chosen_axes(run, tmp_path, capsys):
     out2 = tmp_path / "e.svg"
     assert main(["plot", str(run), "--x", "energy_j", "--y", "accuracy", "-o", str(out2)]) == 0
     assert out2.read_text().lstrip().startswith("<?xml")
+
+
+def test_plot_writes_into_the_study_by_default_as_report_does(tmp_path, capsys, monkeypatch):
+    # Issue 28: `ecopt plot` wrote front.png into the current folder (replacing any file there)
+    # while `ecopt report` writes into the study.
+    run = make(tmp_path / "study", n=4)
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    (cwd / "front.png").write_bytes(b"the user's own file")
+    monkeypatch.chdir(cwd)
+    assert main(["plot", str(run)]) == 0
+    assert capsys.readouterr().out.strip() == f"wrote {run / 'front.png'}"
+    assert (cwd / "front.png").read_bytes() == b"the user's own file"
+    with Image.open(run / "front.png") as im:
+        assert im.size == (700, 500)
+    assert main(["report", str(run)]) == 0 and (run / "report.html").exists()
+    capsys.readouterr()
+    # Other axes get their own file; a second default plot says it replaced the first.
+    assert main(["plot", str(run), "--x", "energy_j"]) == 0
+    assert capsys.readouterr().out.strip() == \
+        f"wrote {run / 'front_samples_per_joule_vs_energy_j.png'}"
+    assert main(["plot", str(run)]) == 0
+    assert "replacing the file that was there" in capsys.readouterr().out
+    assert sorted(p.name for p in cwd.iterdir()) == ["front.png"]
 
 
 def test_plot_unknown_metric_is_a_clear_error(run, tmp_path, capsys):

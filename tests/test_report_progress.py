@@ -21,8 +21,7 @@ def objective(trial):
         raise RuntimeError("diverged")
     with trial.phase("train"):
         sum(range(2000))
-    with trial.phase("inference", samples=10):
-        sum(range(1000))
+    trial.repeat_in_phase("inference", lambda: sum(range(1000)), samples_per_call=10)
     trial.set_metric("loss", 1 - trial["x"])
     return {"acc": trial["x"], "samples_per_joule": trial.samples_per_joule("inference")}
 
@@ -65,6 +64,22 @@ def test_optimize_progress_goes_to_stderr_and_quiet_mode(tmp_path, capsys, monke
         assert p._bar is None
 
 
+def test_lines_mode_writes_one_plain_line_per_finished_trial():
+    # For pipes and log files, where a bar is never redrawn (issue 28: `ecopt quickstart | tee`
+    # printed nothing until the end).
+    buf = io.StringIO()
+    with ecopt.Study(SPACE, OBJS, sampler="random", meter="estimate", name="s", seed=2) as s:
+        s.optimize(objective, n_trials=3, show_progress=False,
+                   callbacks=[ProgressBar(enabled=True, file=buf, lines=True)])
+        s.optimize(objective, n_trials=1, show_progress=False,
+                   callbacks=[ProgressBar(enabled=False, file=buf, lines=True)])
+    lines = buf.getvalue().splitlines()
+    assert len(lines) == 3 and "\r" not in buf.getvalue()
+    for k, line in enumerate(lines):
+        assert line.startswith(f"ecopt s: trial {k} ") and f"({k + 1}/3): hv=" in line
+        assert "energy=" in line and "(estimated)" in line
+
+
 def test_no_energy_meter_says_na_and_logs_each_trial(caplog):
     with ecopt.Study(SPACE, [ecopt.Objective("acc", "max")], sampler="random",
                      meter=WallClockMeter()) as s:
@@ -82,7 +97,7 @@ def test_dataframe_columns_are_stable(tmp_path):
     assert list(df.columns) == [
         "number", "state", "feasible", "proposed_by", "started_at", "duration_s", "energy_j",
         "energy_measured", "params_x", "params_c", "values_acc", "values_samples_per_joule",
-        "metrics_loss",
+        "metrics_loss", "metrics_inference_calls",
         "phase_train_duration_s", "phase_train_energy_j", "phase_train_source",
         "phase_train_measured",
         "phase_inference_duration_s", "phase_inference_energy_j", "phase_inference_source",

@@ -247,6 +247,17 @@ def _trials_table(data: ReportData) -> str:
     return f'<div class="scroll"><table id="trials-table">{_th(head)}{"".join(rows)}</table></div>'
 
 
+def _excluded(data: ReportData) -> str:
+    """Complete trials kept off the front because a figure of theirs is meter noise."""
+    if not data.excluded:
+        return ""
+    items = "".join(f"<li>trial {_e(n)}: {_e(why)}</li>" for n, why in data.excluded.items())
+    return (f'<div class="warn" id="excluded"><p>{len(data.excluded)} complete trial(s) kept '
+            "off the front, the knee, the best-of and the payback: a figure they returned "
+            "came from a window too short for the meter (repeat the work inside the phase: "
+            f"<code>trial.repeat_in_phase</code>).</p><ul>{items}</ul></div>")
+
+
 def _failures(data: ReportData) -> str:
     bad = [r for r in data.records if r.error is not None]
     if not bad:
@@ -372,6 +383,7 @@ def render_html(data: ReportData, figure_png_b64: Mapping[str, str] | None = Non
                 "constraint; crosses failed. The red plus is the hypervolume reference point; "
                 "dashed lines are explicit thresholds."),
         _front_table(data),
+        _excluded(data),
         '<h2 id="progress">Hypervolume</h2>',
         _figure(figs, "hypervolume", "Hypervolume against trials and energy",
                 "Hypervolume of the trials so far against the final reference point, by trial "
