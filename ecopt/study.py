@@ -900,10 +900,16 @@ class Study:
                                 asynchronous, hooks, energy_budget_j=energy_budget_j,
                                 fail_fast=int(fail_fast) if fail_fast else None)
             self._optimizing = True
+            planned_before = getattr(self.sampler, "planned_trials", None)
+            if self.sampler is not None:
+                self.sampler.planned_trials = (self._next_number + n_trials
+                                               if n_trials is not None else None)
             try:
                 done = loop.run()
             finally:
                 self._optimizing = False
+                if self.sampler is not None:
+                    self.sampler.planned_trials = planned_before
                 self.stop_reason = loop.stop_reason
                 self._stop_requested = False
                 if owns_executor:
