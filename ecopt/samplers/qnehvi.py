@@ -19,7 +19,8 @@ in four stages, each in its own private module (BoTorch's own layout):
    or every configuration of a small fully discrete space
    (:mod:`~ecopt.samplers._discrete`).
 
-Until ``n_init`` trials exist the proposals are scrambled Sobol points. The
+Until ``n_init`` trials exist the proposals are scrambled Sobol points (by default
+``2 (d + 1)``, fewer in a short study: :meth:`QLogNEHVISampler.initial_design_size`). The
 fast paths (:mod:`~ecopt.samplers._botorch_compat`, the only module that
 touches BoTorch's private parts) fall back in order: a fast path that is
 switched off or fails leaves the proposal to BoTorch's public path
@@ -51,8 +52,8 @@ __all__ = ["QLogNEHVISampler", "QNEHVISampler"]
 log = logging.getLogger("ecopt")
 
 #: Without ``n_init``, a study whose ``optimize(n_trials=...)`` call plans few trials spends
-#: at most this fraction of them on the Sobol design (measured in
-#: ``docs/results/short-studies``), and at least :data:`MIN_INIT` trials.
+#: at most this fraction of them on the Sobol design, and at least :data:`MIN_INIT` trials
+#: (``benchmarks/short_studies.py`` compares it with ``2 (d + 1)`` and a half).
 SHORT_STUDY_FRACTION = 1 / 3
 #: The smallest default initial design (the model needs two complete trials).
 MIN_INIT = 3
