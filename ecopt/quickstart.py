@@ -70,10 +70,11 @@ def format_front(records: list[TrialRecord], space: ecopt.SearchSpace) -> str:
 def trials_done(study: ecopt.Study) -> int:
     """Trials of the study that ran to their end: every record but those cut off by an interrupt.
 
-    A trial stopped by Ctrl-C (or a lost worker) is recorded as failed with the
-    error type ``Interrupted``; resuming runs it again, so it does not count.
+    A trial stopped by Ctrl-C, a kill or a lost worker is recorded as failed
+    (:attr:`ecopt.TrialRecord.interrupted`); resuming runs another in its
+    place, so it does not count.
     """
-    return sum(1 for r in study.records if r.error is None or r.error.type != "Interrupted")
+    return sum(1 for r in study.records if not r.interrupted)
 
 
 def run_quickstart(out: str | Path = "runs/quickstart", trials: int = 24,

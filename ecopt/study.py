@@ -161,6 +161,8 @@ class Study:
         self.spec: dict[str, Any] = dict(_spec or {})
         self._stop_requested = False
         self._optimizing = False
+        #: Set by optimize() while it records the trials a stop cut off (why it stops).
+        self._stopping: str | None = None
         #: Why the last :meth:`optimize` call stopped proposing, also one recorded by an
         #: earlier process in ``study.json`` (``None`` before any ran).
         self.stop_reason: str | None = None
@@ -716,8 +718,14 @@ class Study:
             assert record.error is not None
             if record.error.type == NOT_STARTED:  # optimize() logs why (the energy budget)
                 return record
-            log.warning("trial %d %s: %s: %s (the study goes on)", record.number,
-                        record.state.value, record.error.type, record.error.message)
+            if self._stopping is not None:
+                # optimize() is stopping (Ctrl-C, a lost executor): no trial follows.
+                log.warning("trial %d %s: %s: %s (recorded; optimize() stops here, and "
+                            "opening the study again goes on from its log)", record.number,
+                            record.state.value, record.error.type, record.error.message)
+            else:
+                log.warning("trial %d %s: %s: %s (the study goes on)", record.number,
+                            record.state.value, record.error.type, record.error.message)
         return record
 
     def _interrupt_running(self, why: str) -> None:

@@ -114,3 +114,21 @@ def test_callbacks_see_every_trial_with_and_without_a_budget():
     st.optimize(Pattern(""), n_trials=2, energy_budget_j=1e9,
                 callbacks=[lambda s, r: seen.append(r.number)])
     assert seen == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.slow
+def test_worker_processes_stop_too_and_trials_in_flight_are_recorded():
+    from executor_objectives import typo as worker_typo
+
+    from ecopt.executors.processes import ProcessExecutor
+
+    st = _study()
+    ex = ProcessExecutor(n_workers=2)
+    try:
+        with pytest.raises(ecopt.SystematicFailureError) as info:
+            st.optimize(worker_typo, n_trials=20, executor=ex)
+    finally:
+        ex.close()
+    assert len(info.value.trials) == 3 and info.value.error_type == "KeyError"
+    assert len(st.records) < 20 and not st._running  # nothing left running
+    assert all(r.state is TrialState.FAILED for r in st.records)

@@ -22,6 +22,7 @@ import argparse
 import functools
 import math
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -174,13 +175,28 @@ def plot_main(args: argparse.Namespace) -> int:
               "nothing to plot (see `ecopt show` for the trials' states and errors)",
               file=sys.stderr)
         return 2
+    chosen = args.x is not None or args.y is not None
+    out = Path(args.out) if args.out else \
+        Path(args.run_dir) / plot_file_name(x, y) if chosen else Path(args.run_dir) / "front.png"
+    existed = out.exists()
     fig = plot.pareto(data, args.x, args.y)
     try:
-        fig.savefig(args.out, dpi=plot.DPI)
+        fig.savefig(out, dpi=plot.DPI)
     except OSError as exc:
-        return _write_error("plot", args.out, exc)
-    print(f"wrote {args.out}")
+        return _write_error("plot", out, exc)
+    print(f"wrote {_clean(out)}" + (" (replacing the file that was there)" if existed else ""))
     return _done("plot", args, data.warnings)
+
+
+def plot_file_name(x: str, y: str) -> str:
+    """The file ``ecopt plot --x X --y Y`` writes into the study directory without ``-o``.
+
+    ``front_<y>_vs_<x>.png``, so a plot of other axes never replaces the default
+    axes' ``front.png`` (characters other than letters, digits, ``.``, ``-`` and
+    ``_`` become ``_``).
+    """
+    safe = [re.sub(r"[^\w.-]", "_", a) for a in (y, x)]
+    return f"front_{safe[0]}_vs_{safe[1]}.png"
 
 
 # ---------------------------------------------------------------------------

@@ -45,7 +45,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ecopt.data.loader import LoaderConfig, make_loader
-from ecopt.data.memory import measured_phase
+from ecopt.data.memory import measured_phase, measured_repeat
 from ecopt.data.pipeline import TablePipeline
 from ecopt.data.schema import MOVIELENS, TensorTable
 from ecopt.trial import Trial
@@ -284,10 +284,12 @@ class NCFObjective(RatingsSource, DeviceObjective):
                     prec.step(loss, opt)
         model.eval()
         n_test = len(split["test_users"])
-        with measured_phase(trial, "inference", samples=n_test):
-            hr = hit_rate(model, split["test_users"], split["test_items"], split["n_items"],
-                          split["rated"], np.random.default_rng(self.seed), device=device,
-                          precision=prec.name)
+        hr = measured_repeat(
+            trial, "inference",
+            lambda: hit_rate(model, split["test_users"], split["test_items"], split["n_items"],
+                             split["rated"], np.random.default_rng(self.seed), device=device,
+                             precision=prec.name),
+            samples_per_call=n_test)
         if not math.isfinite(hr):  # pragma: no cover - a mean of booleans is finite
             raise FloatingPointError(f"hit rate is {hr}")
         trial.set_metric("n_ratings", len(table))
