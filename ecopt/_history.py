@@ -133,7 +133,7 @@ class FrontCache:
             self._source, self._n = records, 0
             self._front, self._Z = [], np.empty((0, len(self.names)))
         for r in records[self._n:]:
-            if r.state is TrialState.COMPLETE and r.feasible:
+            if r.state is TrialState.COMPLETE and r.feasible and not r.unreliable:
                 self._add(r)
         self._n = len(records)
         return self._front

@@ -137,13 +137,13 @@ class OptimizeLoop:
         self.trials_j += rec.energy_j
         if charge is not None:
             self._charge(rec, charge)
-        self._count_failure(rec)
         for cb in self.callbacks:  # every trial, whatever the budget made of it
             try:
                 cb(self.study, rec)
             except Exception as exc:  # noqa: BLE001 - a callback never loses the study's trials
                 log.warning("callback %r failed after trial %d (the study goes on): %s: %s",
                             cb, rec.number, type(exc).__name__, exc, exc_info=True)
+        self._count_failure(rec)
 
     def _charge(self, rec: TrialRecord, charge: BudgetCharge) -> None:
         """Count a trial against the budget: its energy, or the stated estimate where none was read."""
@@ -223,12 +223,18 @@ class OptimizeLoop:
     def _stop_everything(self, why: str, extra: Sequence[Trial] = ()) -> None:
         """Record finished futures as they are, then every trial still running as interrupted."""
         finished = [f for f in self.in_flight if f.done() and not f.cancelled()]
+        # The trials recorded from here on are logged as the end of the call, not as
+        # failures the study goes on after (it does not).
+        self.study._stopping = why
         try:
-            self._harvest(finished)
-        except BaseException:  # a second Ctrl-C while saving: still mark the rest
+            try:
+                self._harvest(finished)
+            except BaseException:  # a second Ctrl-C while saving: still mark the rest
+                self._interrupt_rest(why, extra)
+                raise
             self._interrupt_rest(why, extra)
-            raise
-        self._interrupt_rest(why, extra)
+        finally:
+            self.study._stopping = None
 
     def _interrupt_rest(self, why: str, extra: Sequence[Trial]) -> None:
         trials = list(self.in_flight.values()) + [t for t in extra if t not in

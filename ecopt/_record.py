@@ -137,6 +137,13 @@ def create_record(*, number: int, params: Params, proposed_by: str,
             error = ErrorInfo(type(exc).__name__, exc.args[0] if exc.args else str(exc), "")
     if st is not TrialState.COMPLETE and error is None:
         error = ErrorInfo("Failed", f"marked {st.value} by tell()", "")
+    unreliable = list(outcome.unreliable)
+    for name, p in outcome.phases.items():
+        # A samples/J read off the phase record (not through the trial) is the same number.
+        spj = p.samples_per_joule
+        if p.short_window and name not in unreliable and spj is not None and any(
+                math.isclose(v, spj, rel_tol=1e-12) for v in values.values()):
+            unreliable.append(name)
     feasible = st is TrialState.COMPLETE and all(
         c.satisfied(values.get(c.name, metrics.get(c.name, math.nan))) for c in constraints)
     return TrialRecord(
@@ -158,6 +165,7 @@ def create_record(*, number: int, params: Params, proposed_by: str,
         noise=dict(outcome.noise),
         user_attrs=dict(outcome.user_attrs),
         intermediate=intermediate,
+        unreliable=tuple(unreliable),
     )
 
 

@@ -83,7 +83,9 @@ def _add_reports(sub: argparse._SubParsersAction) -> None:
     p.add_argument("run_dir", help="study directory")
     p.add_argument("--x", help="metric on the x axis (default: first objective)")
     p.add_argument("--y", help="metric on the y axis (default: second objective)")
-    p.add_argument("-o", "--out", default="front.png", help="output file (default front.png)")
+    p.add_argument("-o", "--out", default=None,
+                   help="output file, its type from the suffix (default: RUN_DIR/front.png, "
+                        "or RUN_DIR/front_<y>_vs_<x>.png with --x/--y; as report, into the study)")
 
     p = sub.add_parser("compare", help="overlay the fronts of several studies, hypervolume of each")
     p.add_argument("run_dirs", nargs="+", help="two or more study directories")

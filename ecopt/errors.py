@@ -128,3 +128,7 @@ class DeviceUnavailableError(EcoptError):
 
 class PowerLimitError(EcoptError):
     """A GPU power limit could not be read, set or restored (the message says how to fix it)."""
+
+
+class TransferSourceError(EcoptError):
+    """A ``transfer_from`` source cannot be used: gone, changed, or not matchable."""

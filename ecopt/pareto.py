@@ -349,10 +349,17 @@ def infer_reference_point(Y: Sequence[Sequence[float]] | np.ndarray, scale: floa
 
 
 def feasible_complete(records: Sequence[TrialRecord]) -> list[TrialRecord]:
-    """The complete trials that satisfy every constraint: the only ones a front may hold."""
+    """The complete trials within every constraint whose figures are not meter noise.
+
+    The only ones a front, a knee, a best-of or a reference point may use: a
+    trial whose returned figures came from a window too short for its meter
+    (:attr:`~ecopt.TrialRecord.unreliable`) is left out
+    (:func:`ecopt.trial.excluded_reason` says why).
+    """
     from ecopt.trial import TrialState
 
-    return [r for r in records if r.state is TrialState.COMPLETE and r.feasible]
+    return [r for r in records if r.state is TrialState.COMPLETE and r.feasible
+            and not r.unreliable]
 
 
 def objective_matrix(records: Sequence[TrialRecord], objectives: Sequence[Objective]) -> np.ndarray:

@@ -19,7 +19,7 @@ import ecopt
 from ecopt.callbacks import Callback, ProgressBar, quiet_from_env
 from ecopt.fmt import fmt_number
 from ecopt.frames import phase_source
-from ecopt.trial import TrialRecord
+from ecopt.trial import TrialRecord, excluded_reason
 
 __all__ = ["quickstart_space", "quickstart_objectives", "run_quickstart", "trials_done",
            "cli_main", "format_front"]
@@ -70,10 +70,11 @@ def format_front(records: list[TrialRecord], space: ecopt.SearchSpace) -> str:
 def trials_done(study: ecopt.Study) -> int:
     """Trials of the study that ran to their end: every record but those cut off by an interrupt.
 
-    A trial stopped by Ctrl-C (or a lost worker) is recorded as failed with the
-    error type ``Interrupted``; resuming runs it again, so it does not count.
+    A trial stopped by Ctrl-C, a kill or a lost worker is recorded as failed
+    (:attr:`ecopt.TrialRecord.interrupted`); resuming runs another in its
+    place, so it does not count.
     """
-    return sum(1 for r in study.records if r.error is None or r.error.type != "Interrupted")
+    return sum(1 for r in study.records if not r.interrupted)
 
 
 def run_quickstart(out: str | Path = "runs/quickstart", trials: int = 24,
@@ -141,6 +142,8 @@ def _summary(study: ecopt.Study) -> str:
         "",
         f"Pareto front ({len(front)} trials):",
         format_front(front, study.space),
+        *([""] + [f"trial {r.number} {excluded_reason(r)}" for r in recs if r.unreliable]
+          if any(r.unreliable for r in recs) else []),
         "",
         f"report: ecopt show {study.path}   |   ecopt report {study.path}",
     ]

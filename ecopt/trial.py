@@ -23,7 +23,14 @@ from typing import Any, Protocol
 from ecopt._nesting import MAX_VALUE_DEPTH, nesting_depth
 from ecopt._types import Params, is_finite_number
 from ecopt.errors import EcoptError, Infeasible, MeterError, TrialPruned
-from ecopt.meters.base import Measurement, Meter, sync_cuda_if_used
+from ecopt.meters.base import (
+    DEFAULT_MIN_WINDOW_S,
+    FLAG_SHORT_WINDOW,
+    ComponentEnergy,
+    Measurement,
+    Meter,
+    sync_cuda_if_used,
+)
 
 __all__ = [
     "TrialState",
@@ -37,14 +44,21 @@ __all__ = [
     "run_objective",
     "is_out_of_memory",
     "with_state",
+    "short_window",
+    "excluded_reason",
+    "EXCLUDED_SHORT_WINDOW",
 ]
 
 
 #: Phase name under which a trial that opened no phase is metered as a whole.
 WHOLE_CALL_PHASE = "trial"
 
-#: Phases shorter than this give samples/J figures that are mostly meter noise.
-MIN_RELIABLE_PHASE_S = 0.01
+#: Phases shorter than this give samples/J figures that are mostly meter noise (the
+#: default :meth:`~ecopt.Meter.min_window_s`; a meter may resolve only longer windows).
+MIN_RELIABLE_PHASE_S = DEFAULT_MIN_WINDOW_S
+
+#: What reports say of a trial kept off the front because a figure came from a short window.
+EXCLUDED_SHORT_WINDOW = "excluded: window too short for the meter"
 
 
 class TrialState(str, enum.Enum):
@@ -108,6 +122,15 @@ class PhaseRecord:
     @property
     def measured(self) -> bool:
         return self.measurement.measured
+
+    @property
+    def short_window(self) -> bool:
+        """Whether a window of this phase was too short for its meter (flag ``short-window``).
+
+        Its joules, and figures drawn from them (samples/J), are then mostly
+        meter noise.
+        """
+        return FLAG_SHORT_WINDOW in self.measurement.flags
 
     @property
     def samples_per_joule(self) -> float | None:
@@ -207,6 +230,11 @@ class TrialRecord:
         user_attrs: Free JSON-able annotations.
         intermediate: The learning curve the trial reported
             (:meth:`Trial.report`), in step order.
+        unreliable: Phases flagged ``short-window`` (shorter than their
+            meter resolves) that the trial's returned figures were drawn from
+            (:meth:`Trial.samples_per_joule`, :meth:`Trial.energy_j`... of
+            that phase). Such a trial is kept off the front, the knee, the
+            best-of and the payback (:func:`excluded_reason` says why).
     """
 
     number: int
@@ -227,6 +255,7 @@ class TrialRecord:
     noise: dict[str, float] = field(default_factory=dict)
     user_attrs: dict[str, Any] = field(default_factory=dict)
     intermediate: tuple[Intermediate, ...] = ()
+    unreliable: tuple[str, ...] = ()
 
     @property
     def energy_j(self) -> float:
@@ -272,6 +301,7 @@ class TrialRecord:
             "user_attrs": dict(self.user_attrs),
             **({"intermediate": [i.to_dict() for i in self.intermediate]}
                if self.intermediate else {}),
+            **({"unreliable": list(self.unreliable)} if self.unreliable else {}),
         }
 
     @classmethod
@@ -302,6 +332,9 @@ class TrialRecord:
                              f"got {err!r}")
         phases = _field(d, "phases", dict, {})
         curve = _field(d, "intermediate", list, [])
+        unreliable = _field(d, "unreliable", list, [])
+        if not all(isinstance(u, str) for u in unreliable):
+            raise ValueError(f"'unreliable' must be a list of phase names, got {unreliable!r}")
         try:
             phase_records = {str(k): PhaseRecord.from_dict(str(k), p) for k, p in phases.items()}
             points = tuple(Intermediate.from_dict(i) for i in curve)
@@ -327,7 +360,35 @@ class TrialRecord:
             noise=_numbers(d, "noise"),
             user_attrs=dict(_field(d, "user_attrs", dict, {})),
             intermediate=points,
+            unreliable=tuple(unreliable),
         )
+
+
+def short_window(record: TrialRecord) -> list[str]:
+    """The phases of a record flagged ``short-window`` (too short for their meter)."""
+    return [k for k, p in record.phases.items() if p.short_window]
+
+
+def excluded_reason(record: TrialRecord) -> str | None:
+    """Why a record is kept off the front (its figures are meter noise), or ``None``.
+
+    Example: ``"excluded: window too short for the meter (phase 'inference': 3.54 ms,
+    the meter resolves 10 ms)"``.
+    """
+    if not record.unreliable:
+        return None
+    parts = []
+    for name in record.unreliable:
+        p = record.phases.get(name)
+        if p is None:
+            parts.append(f"phase {name!r}")
+            continue
+        least = p.measurement.details.get("min_window_s")
+        res = f", the meter resolves {float(least) * 1000:.3g} ms" if isinstance(
+            least, (int, float)) and not isinstance(least, bool) else ""
+        parts.append(f"phase {name!r}: {p.duration_s * 1000:.3g} ms"
+                     + (f" over {p.count} windows" if p.count > 1 else "") + res)
+    return f"{EXCLUDED_SHORT_WINDOW} ({'; '.join(parts)})"
 
 
 def _field(d: Mapping[str, Any], key: str, kind: type, default: Any) -> Any:
@@ -414,6 +475,8 @@ class Trial:
         self._pruning = pruning
         self._decision: Verdict | None = None
         self._on_report = on_report
+        #: Phases whose figures the objective read (samples/J, joules, measurement).
+        self._read: set[str] = set()
         #: The state the study recorded for this trial (``None`` while it runs).
         self.finished_state: TrialState | None = None
 
@@ -451,26 +514,45 @@ class Trial:
                 "the objective, before it returns (or before study.tell())")
 
     @contextlib.contextmanager
-    def phase(self, name: str, samples: int | None = None) -> Iterator[Trial]:
+    def phase(self, name: str, samples: int | None = None, *,
+              min_duration_s: float | None = None) -> Iterator[Trial]:
         """Measure a named phase (``load``, ``preprocess``, ``train``, ``inference``...).
 
         Entering the same name again adds to that phase. Phases do not nest:
         their energies would be counted twice.
 
+        A window shorter than the meter resolves (:meth:`Meter.min_window_s`,
+        10 ms for most meters; 10 counter periods for NVML) or than
+        ``min_duration_s`` is flagged ``short-window``: its joules are mostly
+        meter noise, and a trial whose returned figures are drawn from it
+        (:meth:`samples_per_joule`...) is kept off the front, the knee, the
+        best-of and the payback. To measure a short piece of work, repeat it
+        inside one window: :meth:`repeat_in_phase` does so until the window is
+        long enough.
+
         Args:
             name: Phase name.
             samples: Items the phase processes (samples, tokens), for
                 :meth:`samples_per_joule`; summed over repeated windows.
+            min_duration_s: The least seconds this window must last for its
+                figures to count (``None``: what the meter resolves; a larger
+                value is stricter, a smaller one never loosens the meter's).
 
         Raises:
             EcoptError: when a phase is opened inside another.
-            ValueError: for an empty name or negative ``samples``.
+            ValueError: for an empty name, negative ``samples`` or a
+                ``min_duration_s`` that is not a finite number ``>= 0``.
         """
         if not isinstance(name, str) or not name:
             raise ValueError(f"phase name must be a non-empty string, got {name!r}")
         self._refuse_if_finished(f"phase({name!r})")
         if samples is not None and (isinstance(samples, bool) or int(samples) != samples or samples < 0):
             raise ValueError(f"samples must be a non-negative integer, got {samples!r}")
+        if min_duration_s is not None and (isinstance(min_duration_s, bool) or not isinstance(
+                min_duration_s, (int, float)) or not math.isfinite(min_duration_s)
+                or min_duration_s < 0):
+            raise ValueError(f"min_duration_s must be None or a finite number >= 0, got "
+                             f"{min_duration_s!r}")
         if self._open_phase is not None:
             raise EcoptError(
                 f"phase {name!r} opened inside phase {self._open_phase!r}; phases do not nest "
@@ -478,6 +560,7 @@ class Trial:
             )
         self._open_handle = self.meter.start()  # if this raises, no phase is left open
         self._open_phase = name
+        opened = time.perf_counter()
         try:
             yield self
         finally:
@@ -489,6 +572,100 @@ class Trial:
             elif samples is not None:
                 old = self.phases[name]
                 self.phases[name] = replace(old, samples=(old.samples or 0) + samples)
+            if name in self.phases:
+                # The whole block (checkpoints split it into windows whose readings chain
+                # end to end, so their errors do not add up) against what the meter resolves.
+                self._flag_if_short(name, time.perf_counter() - opened, min_duration_s)
+
+    def _flag_if_short(self, name: str, block_s: float, min_duration_s: float | None) -> None:
+        """Flag phase ``name`` ``short-window`` when its last block lasted under the least."""
+        try:
+            least = float(self.meter.min_window_s())
+        except Exception:  # noqa: BLE001 - a meter that cannot say keeps the default
+            least = DEFAULT_MIN_WINDOW_S
+        asked = min_duration_s is not None and float(min_duration_s) > least
+        if asked:
+            least = float(min_duration_s)  # type: ignore[arg-type]
+        p = self.phases[name]
+        if block_s >= least or not p.measurement.components:
+            return
+        note = (f"window of {block_s * 1000:.3g} ms, under the {least * 1000:.3g} ms "
+                + ("asked for (min_duration_s)" if asked else "the meter resolves")
+                + ": its joules are mostly meter noise")
+        comps = {k: ComponentEnergy(c.energy_j, c.source, c.measured,
+                                    "; ".join(n for n in dict.fromkeys((c.note, note)) if n),
+                                    tuple(sorted(set(c.flags) | {FLAG_SHORT_WINDOW})))
+                 for k, c in p.measurement.components.items()}
+        m = p.measurement
+        details = {**m.details, "min_window_s": least}
+        self.phases[name] = replace(p, measurement=Measurement(m.duration_s, comps, m.meter,
+                                                               details, m.extras))
+
+    def repeat_in_phase(self, name: str, fn: Callable[[], Any], *,
+                     samples_per_call: int | None = None, min_duration_s: float | None = None,
+                     max_calls: int = 1_000_000) -> Any:
+        """Call ``fn()`` again and again inside one phase window until it lasts long enough.
+
+        What steady-state benchmarks do: a piece of work shorter than a meter
+        resolves (one inference pass over a small test set takes a few ms) is
+        measured over many repeats, so its joules per item are a reading and
+        not noise. The window lasts at least ``min_duration_s`` (default:
+        twice what the meter resolves, :meth:`Meter.min_window_s`); ``fn`` is
+        called at least once. The calls made are recorded as the metric
+        ``<name>_calls``.
+
+        Args:
+            name: Phase name.
+            fn: The work, called with no argument.
+            samples_per_call: Items one call processes: the phase's ``samples``
+                is this times the calls made (for :meth:`samples_per_joule`).
+            min_duration_s: The least seconds the window lasts.
+            max_calls: Stop after this many calls even if the window is
+                still short (it is then flagged ``short-window``).
+
+        Returns:
+            What the last call of ``fn`` returned.
+
+        Raises:
+            ValueError: for a ``max_calls`` below 1, a negative
+                ``samples_per_call`` or ``min_duration_s``.
+
+        Example:
+            >>> acc = trial.repeat_in_phase("inference", lambda: evaluate(model, X_test),
+            ...                          samples_per_call=len(X_test))
+            >>> trial.samples_per_joule("inference")
+        """
+        if isinstance(max_calls, bool) or not isinstance(max_calls, int) or max_calls < 1:
+            raise ValueError(f"max_calls must be an integer >= 1, got {max_calls!r}")
+        if samples_per_call is not None and (isinstance(samples_per_call, bool) or int(
+                samples_per_call) != samples_per_call or samples_per_call < 0):
+            raise ValueError(f"samples_per_call must be a non-negative integer, got "
+                             f"{samples_per_call!r}")
+        if min_duration_s is None:
+            try:
+                target = 2.0 * float(self.meter.min_window_s())
+            except Exception:  # noqa: BLE001 - a meter that cannot say keeps the default
+                target = 2.0 * DEFAULT_MIN_WINDOW_S
+        elif isinstance(min_duration_s, bool) or not isinstance(min_duration_s, (int, float)) \
+                or not math.isfinite(min_duration_s) or min_duration_s < 0:
+            raise ValueError(f"min_duration_s must be a finite number >= 0, got "
+                             f"{min_duration_s!r}")
+        else:
+            target = float(min_duration_s)
+        calls = 0
+        result: Any = None
+        with self.phase(name, min_duration_s=min_duration_s):
+            t0 = time.perf_counter()
+            while True:
+                result = fn()
+                calls += 1
+                if calls >= max_calls or time.perf_counter() - t0 >= target:
+                    break
+        if samples_per_call is not None:
+            p = self.phases[name]
+            self.phases[name] = replace(p, samples=(p.samples or 0) + samples_per_call * calls)
+        self.set_metric(f"{name}_calls", calls)
+        return result
 
     @contextlib.contextmanager
     def _whole_call(self) -> Iterator[None]:
@@ -509,7 +686,9 @@ class Trial:
                 try:
                     if not self.phases and self._open_phase is None:
                         sync_cuda_if_used()
-                        self._add_window(WHOLE_CALL_PHASE, self.meter.stop(handle), None)
+                        m = self.meter.stop(handle)
+                        self._add_window(WHOLE_CALL_PHASE, m, None)
+                        self._flag_if_short(WHOLE_CALL_PHASE, m.duration_s, None)
                     else:
                         self.meter.stop(handle)
                 except Exception:  # noqa: BLE001 - never mask the objective's outcome
@@ -603,7 +782,7 @@ class Trial:
                 raise ValueError(f"reported metric {k!r} must be a finite number, got {v!r}")
             clean[k] = float(v)
         self._checkpoint()
-        energy = self.energy_j()
+        energy = float(sum(p.energy_j for p in self.phases.values()))  # not a returned figure
         measured = bool(self.phases) and all(p.measured for p in self.phases.values())
         point = Intermediate(step, clean, energy, self.duration_s(), measured)
         self.intermediate.append(point)
@@ -641,10 +820,24 @@ class Trial:
         return self.phases[phase]
 
     def energy_j(self, phase: str | None = None) -> float:
-        """Joules of one phase, or of every phase so far when ``phase`` is None."""
+        """Joules of one phase, or of every phase so far when ``phase`` is None.
+
+        A figure read here from a phase flagged ``short-window`` (for the
+        total: when every phase with energy is) marks the trial
+        :attr:`~TrialRecord.unreliable`.
+        """
         if phase is None:
+            used = [k for k, p in self.phases.items() if p.energy_j > 0]
+            if used and all(self.phases[k].short_window for k in used):
+                self._read.update(used)
             return float(sum(p.energy_j for p in self.phases.values()))
-        return self._phase(phase).energy_j
+        p = self._phase(phase)
+        self._read.add(phase)
+        return p.energy_j
+
+    def unreliable_phases(self) -> list[str]:
+        """Phases flagged ``short-window`` whose figures this trial read (see :meth:`phase`)."""
+        return [k for k in self.phases if k in self._read and self.phases[k].short_window]
 
     def duration_s(self, phase: str | None = None) -> float:
         """Seconds of one phase, or since the trial started when ``phase`` is None."""
@@ -654,7 +847,9 @@ class Trial:
 
     def measurement(self, phase: str) -> Measurement:
         """The summed :class:`Measurement` of a phase (components and provenance)."""
-        return self._phase(phase).measurement
+        p = self._phase(phase)
+        self._read.add(phase)
+        return p.measurement
 
     def samples_per_joule(self, phase: str, samples: int | None = None) -> float:
         """Items per joule of a phase (``samples`` overrides what ``phase()`` was given).
@@ -671,14 +866,18 @@ class Trial:
                 f"phase {phase!r} has energy_j={p.energy_j}; samples/J is undefined "
                 f"(meter {p.measurement.meter!r} gives no energy?)"
             )
-        if p.duration_s < MIN_RELIABLE_PHASE_S:
+        self._read.add(phase)
+        if p.short_window:
             import warnings
 
+            least = p.measurement.details.get("min_window_s", MIN_RELIABLE_PHASE_S)
             warnings.warn(
                 f"phase {phase!r} of trial {self.number} lasted {p.duration_s * 1000:.3g} ms, "
-                f"under {MIN_RELIABLE_PHASE_S * 1000:g} ms: its samples/J "
-                f"({n / p.energy_j:.4g}) is mostly meter noise; measure more samples "
-                "(repeat the work inside the phase)", RuntimeWarning, stacklevel=2)
+                f"under the {float(least) * 1000:.3g} ms its meter resolves: its samples/J "
+                f"({n / p.energy_j:.4g}) is mostly meter noise, so the trial is kept off the "
+                "front (excluded: window too short for the meter); measure more samples "
+                "(repeat the work inside the phase: trial.repeat_in_phase)", RuntimeWarning,
+                stacklevel=2)
         return n / p.energy_j
 
     def set_metric(self, name: str, value: float) -> None:
@@ -746,6 +945,8 @@ class TrialOutcome:
         infeasible: It ran out of memory or raised :class:`~ecopt.Infeasible`.
         pruned: It raised :class:`~ecopt.TrialPruned`.
         host, worker, device: Where it ran.
+        unreliable: Flagged phases whose figures the objective read
+            (:meth:`Trial.unreliable_phases`).
     """
 
     number: int
@@ -763,6 +964,7 @@ class TrialOutcome:
     device: str = ""
     intermediate: tuple[Intermediate, ...] = ()
     pruned: bool = False
+    unreliable: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, trial: Trial, *, returned: Any = None, error: ErrorInfo | None = None,
@@ -788,7 +990,8 @@ class TrialOutcome:
                    started_at=trial.started_at if started_at is None else started_at,
                    duration_s=trial.duration_s() if duration_s is None else float(duration_s),
                    error=error, infeasible=infeasible, pruned=pruned, host=host, worker=worker,
-                   device=device, intermediate=tuple(trial.intermediate))
+                   device=device, intermediate=tuple(trial.intermediate),
+                   unreliable=tuple(trial.unreliable_phases()))
 
 
 def run_objective(objective: Callable[[Trial], Any], trial: Trial, *,

@@ -21,7 +21,7 @@ from ecopt.errors import TrialPruned
 from ecopt.pruners.base import Decision, Pruner
 from ecopt.trial import Trial
 
-__all__ = ["zdt1", "quick", "Sleepy", "VariableSleep", "ZDT1Sleep", "Leader", "PidThenSleep", "Suicide",
+__all__ = ["zdt1", "quick", "typo", "Sleepy", "VariableSleep", "ZDT1Sleep", "Leader", "PidThenSleep", "Suicide",
            "report_env", "pending_seen", "Curve", "OddTrialsPruner", "SleepByNumber"]
 
 
@@ -241,3 +241,8 @@ class SleepByNumber:
     def __call__(self, trial: Trial) -> dict[str, float]:
         _work(trial, self.durations.get(trial.number, self.default_s), False)
         return zdt1(float(trial["x"]), float(trial["y"]))
+
+
+def typo(trial: Trial) -> dict[str, float]:
+    """A systematic bug: every trial fails the same way (``KeyError: 'c'``)."""
+    return {"f1": trial["c"], "f2": 0.0}

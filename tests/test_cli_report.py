@@ -23,8 +23,8 @@ def objective(trial):
         raise RuntimeError("diverged")
     with trial.phase("train"):
         sum(range(3000 + int(3000 * trial["x"])))
-    with trial.phase("inference", samples=64):
-        sum(range(1000 + int(3000 * trial["y"])))
+    trial.repeat_in_phase("inference", lambda: sum(range(1000 + int(3000 * trial["y"]))),
+                       samples_per_call=64)
     return {"accuracy": trial["x"] - 0.2 * trial["y"],
             "samples_per_joule": trial.samples_per_joule("inference")}
 
@@ -74,6 +74,30 @@ def test_plot_default_and_chosen_axes(run, tmp_path, capsys):
     assert out2.read_text().lstrip().startswith("<?xml")
 
 
+def test_plot_writes_into_the_study_by_default_as_report_does(tmp_path, capsys, monkeypatch):
+    # Issue 28: `ecopt plot` wrote front.png into the current folder (replacing any file there)
+    # while `ecopt report` writes into the study.
+    run = make(tmp_path / "study", n=4)
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    (cwd / "front.png").write_bytes(b"the user's own file")
+    monkeypatch.chdir(cwd)
+    assert main(["plot", str(run)]) == 0
+    assert capsys.readouterr().out.strip() == f"wrote {run / 'front.png'}"
+    assert (cwd / "front.png").read_bytes() == b"the user's own file"
+    with Image.open(run / "front.png") as im:
+        assert im.size == (700, 500)
+    assert main(["report", str(run)]) == 0 and (run / "report.html").exists()
+    capsys.readouterr()
+    # Other axes get their own file; a second default plot says it replaced the first.
+    assert main(["plot", str(run), "--x", "energy_j"]) == 0
+    assert capsys.readouterr().out.strip() == \
+        f"wrote {run / 'front_samples_per_joule_vs_energy_j.png'}"
+    assert main(["plot", str(run)]) == 0
+    assert "replacing the file that was there" in capsys.readouterr().out
+    assert sorted(p.name for p in cwd.iterdir()) == ["front.png"]
+
+
 def test_plot_unknown_metric_is_a_clear_error(run, tmp_path, capsys):
     rc = main(["plot", str(run), "--x", "acuracy", "-o", str(tmp_path / "f.png")])
     err = capsys.readouterr().err
@@ -108,6 +132,15 @@ def test_empty_study(tmp_path, capsys):
     assert main(["show", str(path), "--strict"]) == 1  # warnings count as failure on demand
     assert "warning: the study has no finished trials yet" in capsys.readouterr().err
     assert "trials: 0 finished" in o.out and "objectives: accuracy [max]" in o.out
+    assert "nothing to plot" not in o.err and "optimize() goes on from its log" in o.err
+    # A trial started and never finished (the process was killed): show names it.
+    with ecopt.Study(SPACE, OBJS, storage=path, sampler="random", meter="estimate") as s:
+        s.ask()
+        s._storage.close()  # as a kill leaves it: running.jsonl holds trial 0, no record
+        s._storage = None
+    assert main(["show", str(path)]) == 0
+    o = capsys.readouterr()
+    assert "no finished trials yet (1 started and not finished: trial(s) 0)" in o.err
     assert main(["plot", str(path), "-o", str(tmp_path / "f.png")]) == 2
     assert "nothing to plot" in capsys.readouterr().err
     assert not (tmp_path / "f.png").exists()

@@ -105,3 +105,30 @@ def test_a_local_batch_stops_inside_the_batch():
 def test_bad_fail_fast_is_refused(bad):
     with pytest.raises(ValueError, match="fail_fast must be None or an integer >= 0"):
         _study().optimize(typo, n_trials=1, fail_fast=bad)
+
+
+def test_callbacks_see_every_trial_with_and_without_a_budget():
+    seen = []
+    st = _study()
+    st.optimize(Pattern("oao"), n_trials=3, callbacks=[lambda s, r: seen.append(r.number)])
+    st.optimize(Pattern(""), n_trials=2, energy_budget_j=1e9,
+                callbacks=[lambda s, r: seen.append(r.number)])
+    assert seen == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.slow
+def test_worker_processes_stop_too_and_trials_in_flight_are_recorded():
+    from executor_objectives import typo as worker_typo
+
+    from ecopt.executors.processes import ProcessExecutor
+
+    st = _study()
+    ex = ProcessExecutor(n_workers=2)
+    try:
+        with pytest.raises(ecopt.SystematicFailureError) as info:
+            st.optimize(worker_typo, n_trials=20, executor=ex)
+    finally:
+        ex.close()
+    assert len(info.value.trials) == 3 and info.value.error_type == "KeyError"
+    assert len(st.records) < 20 and not st._running  # nothing left running
+    assert all(r.state is TrialState.FAILED for r in st.records)

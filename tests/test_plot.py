@@ -21,8 +21,8 @@ def objective(trial):
         raise RuntimeError("diverged")
     with trial.phase("train"):
         sum(range(3000 + int(3000 * trial["x"])))
-    with trial.phase("inference", samples=100):
-        sum(range(1000 + int(4000 * trial["y"])))
+    trial.repeat_in_phase("inference", lambda: sum(range(1000 + int(4000 * trial["y"]))),
+                          samples_per_call=100)
     return {"accuracy": trial["x"] - 0.3 * trial["y"] ** 2,
             "latency_ms": 5 + 40 * trial["y"],
             "samples_per_joule": trial.samples_per_joule("inference")}

@@ -138,3 +138,17 @@ def test_quickstart_cli_end_to_end(tmp_path):
                          "--epochs", "3", "--out", str(out), "--quiet"],
                         capture_output=True, text=True, timeout=600)
     assert p3.returncode == 2 and "different space" in p3.stderr and "Traceback" not in p3.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(5))
+def test_the_quickstart_front_never_holds_a_noise_flagged_trial(tmp_path, seed):
+    # issue 28 item 1: the quickstart's headline trial once had a 3.5 ms inference window.
+    from ecopt.quickstart import run_quickstart
+
+    study = run_quickstart(tmp_path / "qs", trials=3, sampler="sobol", meter="estimate",
+                           seed=seed, epochs=1, show_progress=False)
+    for r in study.records:
+        assert r.unreliable == () and not r.phases["inference"].short_window, r.number
+    front = study.best_trials()
+    assert front and all(not r.unreliable for r in front)

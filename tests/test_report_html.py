@@ -34,8 +34,7 @@ def objective(trial):
         raise RuntimeError("diverged")
     with trial.phase("train"):
         sum(range(3000 + int(3000 * trial["x"])))
-    with trial.phase("inference", samples=128):
-        sum(range(2000))
+    trial.repeat_in_phase("inference", lambda: sum(range(2000)), samples_per_call=128)
     return {"accuracy": trial["x"], "samples_per_joule": trial.samples_per_joule("inference")}
 
 

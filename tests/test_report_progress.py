@@ -21,8 +21,7 @@ def objective(trial):
         raise RuntimeError("diverged")
     with trial.phase("train"):
         sum(range(2000))
-    with trial.phase("inference", samples=10):
-        sum(range(1000))
+    trial.repeat_in_phase("inference", lambda: sum(range(1000)), samples_per_call=10)
     trial.set_metric("loss", 1 - trial["x"])
     return {"acc": trial["x"], "samples_per_joule": trial.samples_per_joule("inference")}
 
@@ -98,7 +97,7 @@ def test_dataframe_columns_are_stable(tmp_path):
     assert list(df.columns) == [
         "number", "state", "feasible", "proposed_by", "started_at", "duration_s", "energy_j",
         "energy_measured", "params_x", "params_c", "values_acc", "values_samples_per_joule",
-        "metrics_loss",
+        "metrics_loss", "metrics_inference_calls",
         "phase_train_duration_s", "phase_train_energy_j", "phase_train_source",
         "phase_train_measured",
         "phase_inference_duration_s", "phase_inference_energy_j", "phase_inference_source",

@@ -10,10 +10,12 @@ import contextlib
 import os
 import resource
 import threading
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
-__all__ = ["rss_bytes", "PeakRSS", "measured_phase"]
+__all__ = ["rss_bytes", "PeakRSS", "measured_phase", "measured_repeat"]
+
+T = TypeVar("T")
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
@@ -79,3 +81,21 @@ def measured_phase(trial: Any, name: str, samples: int | None = None) -> Iterato
         yield trial
     trial.set_metric(f"peak_ram_mb_{name}", mem.peak_bytes / 1e6)
     trial.set_metric(f"ram_delta_mb_{name}", (mem.peak_bytes - mem.start_bytes) / 1e6)
+
+
+def measured_repeat(trial: Any, name: str, fn: Callable[[], T], *,
+                    samples_per_call: int | None = None) -> T:
+    """``trial.repeat_in_phase(name, fn, ...)`` that also records peak RSS metrics.
+
+    The work is repeated in one window until the window is long enough for the
+    trial's meter (:meth:`ecopt.Trial.repeat_in_phase`); the metrics are those
+    of :func:`measured_phase`.
+
+    Returns:
+        What the last call of ``fn`` returned.
+    """
+    with PeakRSS() as mem:
+        out: T = trial.repeat_in_phase(name, fn, samples_per_call=samples_per_call)
+    trial.set_metric(f"peak_ram_mb_{name}", mem.peak_bytes / 1e6)
+    trial.set_metric(f"ram_delta_mb_{name}", (mem.peak_bytes - mem.start_bytes) / 1e6)
+    return out

@@ -65,6 +65,10 @@ class CompositeMeter(Meter):
         self.auto = auto
         self.name = name or "+".join(p.name for p in self.parts)
 
+    def min_window_s(self) -> float:
+        """The longest of the parts' (every component must be resolved)."""
+        return max(p.min_window_s() for p in self.parts)
+
     def start(self) -> WindowHandle:
         if len(self.parts) == 1:  # no layer of our own: auto costs what its meter costs
             return self.parts[0].start()

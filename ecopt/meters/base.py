@@ -34,8 +34,13 @@ __all__ = [
     "FLAG_AVERAGE_POWER",
     "FLAG_LOWER_BOUND",
     "MIN_WINDOW_PERIODS",
+    "DEFAULT_MIN_WINDOW_S",
 ]
 
+#: The shortest window a meter resolves unless it says otherwise (:meth:`Meter.min_window_s`):
+#: a CPU-time estimate or a counter read at both ends is good to a few milliseconds, so a
+#: window of 10 ms or less gives a figure that is mostly noise.
+DEFAULT_MIN_WINDOW_S = 0.01
 #: A window shorter than ``MIN_WINDOW_PERIODS`` update periods of its meter is flagged
 #: :data:`FLAG_SHORT_WINDOW`: one period of rounding at each end is then more than ~10%.
 MIN_WINDOW_PERIODS = 10
@@ -262,6 +267,17 @@ class Meter(ABC):
         else ``None`` (the current device). GPU meters return the GPUs they read.
         """
         return current_gpu_scope()
+
+    def min_window_s(self) -> float:
+        """The shortest window whose energy this meter resolves, seconds.
+
+        A phase shorter than this is flagged :data:`FLAG_SHORT_WINDOW` by the
+        trial that measured it, and figures drawn from it are kept off the
+        front, the knee, the best-of and the payback. Default
+        :data:`DEFAULT_MIN_WINDOW_S` (10 ms); a meter with an update period
+        returns :data:`MIN_WINDOW_PERIODS` of them.
+        """
+        return DEFAULT_MIN_WINDOW_S
 
     def describe(self) -> dict[str, Any]:
         """Settings and facts recorded with every measurement and in ``study.json``."""

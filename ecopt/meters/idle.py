@@ -82,6 +82,9 @@ class IdleSubtractingMeter(Meter):
         self.idle = dict(idle)
         self.name = inner.name
 
+    def min_window_s(self) -> float:
+        return self.inner.min_window_s()
+
     def start(self) -> WindowHandle:
         return self.inner.start()
 
@@ -190,6 +193,9 @@ class IdleSubtracted(Meter):
         idle["subtracted"] = self.subtract
         self.idle = idle
         return {"idle": dict(idle)}
+
+    def min_window_s(self) -> float:
+        return self.inner.min_window_s()
 
     def start(self) -> WindowHandle:
         if self.idle is None and self.idle_s > 0:

@@ -360,6 +360,10 @@ class NVMLMeter(Meter):
         return max(g.period_s if g.counter else self.sampling_period_s
                    for g in self._gpus.values())
 
+    def min_window_s(self) -> float:
+        """:data:`~ecopt.meters.base.MIN_WINDOW_PERIODS` update periods (the slowest GPU's)."""
+        return MIN_WINDOW_PERIODS * self.update_period_s
+
     @property
     def components(self) -> list[str]:
         """Component names this meter can report (``gpu:<cuda index>``)."""

@@ -22,6 +22,7 @@ import argparse
 import functools
 import math
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -136,6 +137,10 @@ def report_main(args: argparse.Namespace) -> int:
         print("note: energy in this study is ESTIMATED, not measured (the report says so)")
     if data.payback is not None:
         print(_clean(data.payback.describe()))
+    if data.excluded:
+        print(f"{len(data.excluded)} complete trial(s) kept off the front, the knee, the "
+              "best-of and the payback: excluded: window too short for the meter "
+              f"(trials {', '.join(map(str, data.excluded))}; ecopt show lists why)")
     return _done("report", args, data.warnings)
 
 
@@ -170,13 +175,28 @@ def plot_main(args: argparse.Namespace) -> int:
               "nothing to plot (see `ecopt show` for the trials' states and errors)",
               file=sys.stderr)
         return 2
+    chosen = args.x is not None or args.y is not None
+    out = Path(args.out) if args.out else \
+        Path(args.run_dir) / plot_file_name(x, y) if chosen else Path(args.run_dir) / "front.png"
+    existed = out.exists()
     fig = plot.pareto(data, args.x, args.y)
     try:
-        fig.savefig(args.out, dpi=plot.DPI)
+        fig.savefig(out, dpi=plot.DPI)
     except OSError as exc:
-        return _write_error("plot", args.out, exc)
-    print(f"wrote {args.out}")
+        return _write_error("plot", out, exc)
+    print(f"wrote {_clean(out)}" + (" (replacing the file that was there)" if existed else ""))
     return _done("plot", args, data.warnings)
+
+
+def plot_file_name(x: str, y: str) -> str:
+    """The file ``ecopt plot --x X --y Y`` writes into the study directory without ``-o``.
+
+    ``front_<y>_vs_<x>.png``, so a plot of other axes never replaces the default
+    axes' ``front.png`` (characters other than letters, digits, ``.``, ``-`` and
+    ``_`` become ``_``).
+    """
+    safe = [re.sub(r"[^\w.-]", "_", a) for a in (y, x)]
+    return f"front_{safe[0]}_vs_{safe[1]}.png"
 
 
 # ---------------------------------------------------------------------------
@@ -254,6 +274,9 @@ def show_text(data: ReportData, color: bool = False) -> str:
     mname = meter.get("meter", "?") if isinstance(meter, dict) else meter
     out.append(f"sampler: {sname}   meter: {mname}   host: {host.get('cpu_model', '?')}"
                + (f" + {', '.join(map(str, host.get('gpus') or []))}" if host.get("gpus") else ""))
+    from ecopt.report.transfer import transfer_lines
+
+    out += transfer_lines(spec, data.records)
     if data.energy_estimated:
         out.append("ENERGY IS ESTIMATED, NOT MEASURED ("
                    + ", ".join(sorted({p.source for p in data.provenance if not p.measured}))
@@ -300,6 +323,13 @@ def show_text(data: ReportData, color: bool = False) -> str:
         out.append("\nbest per objective:")
         for name, n in data.best.items():
             out.append(f"  {name}: trial {n} ({data.record(n).values[name]:.6g})")
+    if data.excluded:
+        out.append(f"\nkept off the front, the knee and the best-of ({len(data.excluded)} "
+                   "complete trials; repeat the work inside the phase, trial.repeat_in_phase):")
+        for n, why in list(data.excluded.items())[:20]:
+            out.append(f"  {n}: {why}")
+        if len(data.excluded) > 20:
+            out.append(f"  ... and {len(data.excluded) - 20} more")
     bad = [r for r in data.records if r.error is not None]
     if bad:
         out.append(f"\nfailed / infeasible / pruned trials ({len(bad)}):")

@@ -51,7 +51,7 @@ from ecopt._search import proposal_energy_j, unbilled_windows
 from ecopt._search import search_energy_j as _window_j
 from ecopt.objective import Constraint, Objective
 from ecopt.fmt import fmt_number
-from ecopt.trial import TrialRecord, TrialState
+from ecopt.trial import TrialRecord, TrialState, excluded_reason
 
 if TYPE_CHECKING:
     from ecopt.study import Study
@@ -272,6 +272,10 @@ class ReportData:
         warnings: Problems with the log or the request (skipped lines, no
             complete trial, unusable baseline); each is shown in the report.
         generated_at: When the report data was computed (ISO 8601 UTC).
+        excluded: Complete trials kept off the front, the knee, the best-of
+            and the payback because a returned figure came from a window too
+            short for its meter: trial number -> why ("excluded: window too
+            short for the meter (...)").
     """
 
     name: str
@@ -307,6 +311,7 @@ class ReportData:
     trial_energy_j: float = 0.0
     proposal_energy_j: float = 0.0
     optimize_calls: tuple[dict[str, Any], ...] = ()
+    excluded: dict[int, str] = field(default_factory=dict)
 
     @property
     def stop_reason(self) -> str | None:
@@ -566,7 +571,8 @@ def hypervolume_series(records: Sequence[TrialRecord], objectives: Sequence[Obje
     incremental = False
     for rec in trials:
         energy += rec.energy_j + proposal_energy_j(rec)
-        if r is not None and rec.state is TrialState.COMPLETE and rec.feasible:
+        if r is not None and rec.state is TrialState.COMPLETE and rec.feasible \
+                and not rec.unreliable:
             z = signs * np.array([rec.values[n] for n in names], dtype=float)
             useful = bool(np.all(z > r)) and not (
                 front.shape[0] and bool(np.any(np.all(front >= z, axis=1))))
@@ -695,6 +701,10 @@ def _payback(records: Sequence[TrialRecord], front: Sequence[int], baseline: int
             why = f"{why}; trial {baseline} {base.state.value}: pick a complete trial as baseline"
         return None, None, f"no payback figure: {why}"
     bp = base.phases[ph]
+    if bp.short_window:
+        return None, None, (f"no payback figure: phase {ph!r} of baseline trial {baseline} "
+                            f"is excluded: window too short for the meter "
+                            f"({bp.duration_s * 1000:.3g} ms); its joules per item are noise")
     if not bp.energy_j > 0:
         return None, None, (f"no payback figure: phase {ph!r} of baseline trial {baseline} "
                             f"has {bp.energy_j} J (meter {bp.measurement.meter!r} gives no energy)")
@@ -702,7 +712,7 @@ def _payback(records: Sequence[TrialRecord], front: Sequence[int], baseline: int
     cands: list[tuple[float, int]] = []
     for n in front:
         p = by_num[n].phases.get(ph)
-        if p is not None and p.samples and p.energy_j > 0:
+        if p is not None and p.samples and p.energy_j > 0 and not p.short_window:
             cands.append((p.energy_j / p.samples, n))
     if not cands:
         return None, None, (f"no payback figure: no front trial measured phase {ph!r} "
@@ -787,6 +797,11 @@ def build_report(source: Study | str | Path, *, baseline: int | None = None,
             counts["complete" if r.feasible else "violates_constraints"] += 1
         else:
             counts[r.state.value] = counts.get(r.state.value, 0) + 1
+    excluded: dict[int, str] = {}
+    for r in records:
+        why = excluded_reason(r) if r.state is TrialState.COMPLETE and r.feasible else None
+        if why is not None:
+            excluded[r.number] = why
 
     best: dict[str, int] = {}
     for o in objectives:
@@ -804,7 +819,14 @@ def build_report(source: Study | str | Path, *, baseline: int | None = None,
 
     warn_list = list(warns)
     if not records:
-        warn_list.append("the study has no finished trials yet: nothing to plot")
+        started = _unfinished(study)
+        warn_list.append(
+            "the study has no finished trials yet"
+            + (f" ({len(started)} started and not finished: trial(s) "
+               f"{', '.join(map(str, started[:8]))}{' ...' if len(started) > 8 else ''})"
+               if started else "")
+            + ": no front, figures or tables until one finishes (opening the study with "
+            "ecopt.Study(..., storage=DIR) and calling optimize() goes on from its log)")
     elif not ok:
         warn_list.append(
             f"no trial completed within the constraints ({counts['failed']} failed, "
@@ -832,6 +854,8 @@ def build_report(source: Study | str | Path, *, baseline: int | None = None,
             if lph is None or lph not in r.phases or not r.phases[lph].samples:
                 continue
             p = r.phases[lph]
+            if p.short_window:  # joules per item from a noise window: no figure
+                continue
             rest = sum(q.energy_j for k, q in r.phases.items() if k != lph)
             lifecycle[n] = rest + inferences * p.energy_j / float(p.samples or 1)
 
@@ -862,6 +886,7 @@ def build_report(source: Study | str | Path, *, baseline: int | None = None,
         payback_note=note,
         inferences=inferences,
         lifecycle_energy_j=lifecycle,
+        excluded=excluded,
         unfinished=_unfinished(study),
         sobol_fallbacks=tuple(r.number for r in records if "fallback" in r.proposal),
         model_proposals=sum(1 for r in records if "fallback" in r.proposal

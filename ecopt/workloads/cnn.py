@@ -303,7 +303,10 @@ class CNNObjective(CachedDataObjective):
                              int(self._p(trial, "batch_size")), int(self._p(trial, "epochs")),
                              self.seed + trial.number, device, precision,
                              self.inference_batch_size, self.report_curve)
-            with trial.phase("inference", samples=len(Xte) * self.inference_passes):
-                acc = evaluate(model, Xte, yte, self.inference_batch_size,
-                               passes=self.inference_passes, device=device, precision=precision)
+            # At least inference_passes, repeated in one window until the meter resolves it.
+            acc = trial.repeat_in_phase(
+                "inference", lambda: evaluate(model, Xte, yte, self.inference_batch_size,
+                                              passes=self.inference_passes, device=device,
+                                              precision=precision),
+                samples_per_call=len(Xte) * self.inference_passes)
         return {"accuracy": acc, "samples_per_joule": trial.samples_per_joule("inference")}

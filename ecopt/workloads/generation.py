@@ -892,6 +892,9 @@ class GenerationObjective:
                                use_cache=bool(self._p(trial, "use_cache")),
                                min_window_s=self.min_window_s, max_rounds=self.max_repeats,
                                max_window_repeats=self.max_window_repeats)
+        for ph in ("prefill", "decode"):  # the returned per-joule figures come from these
+            if ph in trial.phases:
+                trial.energy_j(ph)  # marks the trial if a window was too short for the meter
         trial.set_user_attr("rounds", m.rounds)
         trial.set_user_attr("repeats", m.rounds)
         trial.set_user_attr("model", self.model_path or f"gemma3-random:{asdict(arch)}")

@@ -112,7 +112,8 @@ def test_cnn_objective_in_a_study_on_cifar_format(cifar_dir, tmp_path):
     assert 0 <= r.values["accuracy"] <= 1 and r.values["samples_per_joule"] > 0
     assert r.metrics["flops"] > 0 and r.metrics["n_params"] > 0
     assert set(r.phases) == {"load", "train", "validate", "inference"}
-    assert r.phases["inference"].samples == 10
+    assert r.phases["inference"].samples == 10 * r.metrics["inference_calls"]
+    assert not r.phases["inference"].short_window and r.unreliable == ()
     assert [p.step for p in r.intermediate] == [1]  # the learning curve, one epoch
     assert r.intermediate[0].values["accuracy"] == pytest.approx(r.values["accuracy"])
     study.close()

@@ -126,16 +126,33 @@ class _SignalAt(T.SleepByNumber):
         return super().__call__(trial)
 
 
-def test_local_real_sigint(run_dir):
+def test_local_real_sigint(run_dir, caplog):
     st = make_study(run_dir)
     objective = _SignalAt(2, {0: 0.05, 1: 0.05}, default_s=30.0)
     # Ctrl-C 0.3 s into trial 2 (not at a fixed time: trials 0 and 1 may be slow to start
     # on a loaded machine, and they must have finished).
-    with _Ctrl(after_s=0.3, when=objective.started), pytest.raises(KeyboardInterrupt):
+    with _Ctrl(after_s=0.3, when=objective.started), pytest.raises(KeyboardInterrupt), \
+            caplog.at_level("WARNING", logger="ecopt"):
         st.optimize(objective, n_trials=4, show_progress=False)
     states = [(r.number, r.state.value, r.interrupted) for r in st.records]
     assert states == [(0, "complete", False), (1, "complete", False), (2, "failed", True)]
+    # Issue 28: the log said "the study goes on" for the interrupted trial, then it stopped.
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("trial 2 ")]
+    assert len(said) == 1 and "the study goes on" not in said[0], said
+    assert "optimize() stops here" in said[0] and "KeyboardInterrupt" in said[0]
     st.close()
+    with caplog.at_level("WARNING", logger="ecopt"):  # a failure the call goes on after
+        caplog.clear()
+        with ecopt.Study(st.space, st.objectives, sampler="random", meter="wallclock") as s2:
+            s2.optimize(_fails_once, n_trials=2, show_progress=False)
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("trial 0 ")]
+    assert len(said) == 1 and said[0].endswith("(the study goes on)"), said
+
+
+def _fails_once(trial: ecopt.Trial) -> dict[str, float]:
+    if trial.number == 0:
+        raise RuntimeError("diverged")
+    return {name: 1.0 for name in ("f1", "f2")}
 
 
 @pytest.mark.slow

@@ -405,3 +405,28 @@ def test_a_tick_inside_a_sub_period_window_is_not_charged_a_whole_period(fake_nv
     c = m.components["gpu:0"]
     assert c.source == "nvml-instant-power"
     assert c.energy_j == pytest.approx(700.0 * m.duration_s, rel=1e-6) and c.energy_j < 70
+
+
+def test_a_trial_figure_from_a_window_under_ten_counter_periods_is_kept_off_the_front(fake_nvml, hw):
+    # issue 28 item 1: the GPU meter's short-window flag and the trial's own check are one
+    # mechanism; min_window_s is 10 counter periods.
+    import ecopt
+
+    fake_nvml([hw.FakeGpu(power_mw=300_000)])
+    meter = NVMLMeter(counter_period_s=0.1)
+    assert meter.min_window_s() == pytest.approx(1.0)
+
+    def obj(trial):
+        with trial.phase("inference", samples=100):
+            time.sleep(0.05)
+        with pytest.warns(RuntimeWarning, match="kept off the front"):
+            spj = trial.samples_per_joule("inference")
+        return {"a": 1.0, "spj": spj}
+
+    st = ecopt.Study(ecopt.SearchSpace({"x": ecopt.Float(0, 1)}),
+                     [ecopt.Objective("a"), ecopt.Objective("spj")], sampler="random",
+                     meter=meter)
+    st.optimize(obj, n_trials=1)
+    r = st.records[0]
+    assert r.unreliable == ("inference",) and st.best_trials() == []
+    assert r.phases["inference"].measurement.details["min_window_s"] == pytest.approx(1.0)
