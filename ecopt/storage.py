@@ -288,9 +288,13 @@ class StudyStorage:
 
     def _what_is_here(self) -> str:
         """What a directory without ``study.json`` holds instead, as advice (or ``""``)."""
-        if (self.path / RUNNING_FILE).is_file() or (self.path / TRIALS_FILE).is_file():
+        if (self.path / RUNNING_FILE).is_file():
             return (f"; it holds a trial log, so {STUDY_FILE} was lost: `ecopt repair "
                     f"{self.path}` rebuilds it from the copy in {RUNNING_FILE}")
+        if (self.path / TRIALS_FILE).is_file():  # no running.jsonl: no copy to repair from
+            return (f"; it holds a trial log ({TRIALS_FILE}), so {STUDY_FILE} was lost, and "
+                    f"{RUNNING_FILE}, whose copy of it `ecopt repair` uses, is missing too: "
+                    f"restore {STUDY_FILE} (and {RUNNING_FILE}) from where the study was copied")
         try:
             inside = sorted(d.name for d in self.path.iterdir()
                             if d.is_dir() and (d / STUDY_FILE).is_file())

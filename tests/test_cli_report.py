@@ -132,6 +132,15 @@ def test_empty_study(tmp_path, capsys):
     assert main(["show", str(path), "--strict"]) == 1  # warnings count as failure on demand
     assert "warning: the study has no finished trials yet" in capsys.readouterr().err
     assert "trials: 0 finished" in o.out and "objectives: accuracy [max]" in o.out
+    assert "nothing to plot" not in o.err and "optimize() goes on from its log" in o.err
+    # A trial started and never finished (the process was killed): show names it.
+    with ecopt.Study(SPACE, OBJS, storage=path, sampler="random", meter="estimate") as s:
+        s.ask()
+        s._storage.close()  # as a kill leaves it: running.jsonl holds trial 0, no record
+        s._storage = None
+    assert main(["show", str(path)]) == 0
+    o = capsys.readouterr()
+    assert "no finished trials yet (1 started and not finished: trial(s) 0)" in o.err
     assert main(["plot", str(path), "-o", str(tmp_path / "f.png")]) == 2
     assert "nothing to plot" in capsys.readouterr().err
     assert not (tmp_path / "f.png").exists()

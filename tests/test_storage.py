@@ -228,3 +228,11 @@ def test_not_a_study_says_what_the_folder_holds(tmp_path):
     assert main(["show", str(runs / "a-study")]) == 2
     assert main(["repair", str(runs / "a-study")]) == 0
     assert len(ecopt.load_study(runs / "a-study").records) == 1
+    # A trial log copied without running.jsonl: repair has nothing to rebuild from, so the
+    # advice is to restore the files, not `ecopt repair` (which would refuse).
+    (runs / "b-study" / "study.json").unlink()
+    (runs / "b-study" / "running.jsonl").unlink()
+    with pytest.raises(NotAStudyError, match=r"running.jsonl, whose copy of it `ecopt repair` "
+                                             r"uses, is missing too: restore study.json"):
+        ecopt.load_study(runs / "b-study")
+    assert main(["repair", str(runs / "b-study")]) == 2

@@ -308,6 +308,9 @@ def show_text(data: ReportData, color: bool = False) -> str:
     mname = meter.get("meter", "?") if isinstance(meter, dict) else meter
     out.append(f"sampler: {sname}   meter: {mname}   host: {host.get('cpu_model', '?')}"
                + (f" + {', '.join(map(str, host.get('gpus') or []))}" if host.get("gpus") else ""))
+    from ecopt.report.transfer import transfer_lines
+
+    out += transfer_lines(spec, data.records)
     if data.energy_estimated:
         out.append("ENERGY IS ESTIMATED, NOT MEASURED ("
                    + ", ".join(sorted({p.source for p in data.provenance if not p.measured}))

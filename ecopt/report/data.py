@@ -819,7 +819,14 @@ def build_report(source: Study | str | Path, *, baseline: int | None = None,
 
     warn_list = list(warns)
     if not records:
-        warn_list.append("the study has no finished trials yet: nothing to plot")
+        started = _unfinished(study)
+        warn_list.append(
+            "the study has no finished trials yet"
+            + (f" ({len(started)} started and not finished: trial(s) "
+               f"{', '.join(map(str, started[:8]))}{' ...' if len(started) > 8 else ''})"
+               if started else "")
+            + ": no front, figures or tables until one finishes (opening the study with "
+            "ecopt.Study(..., storage=DIR) and calling optimize() goes on from its log)")
     elif not ok:
         warn_list.append(
             f"no trial completed within the constraints ({counts['failed']} failed, "

@@ -165,11 +165,14 @@ def build(model: Any, X: Any, ref: Sequence[float], M: int, constraints: list[An
     from ecopt.samplers._pruning import prune_baseline
 
     prune = True
-    try:
-        X = prune_baseline(model, X, X.new_tensor(list(ref)), objective, constraints or None)
-        prune = False
-    except Exception as exc:  # noqa: BLE001 - BoTorch's own pruning in the constructor
-        off["pruning"] = f"{type(exc).__name__}: {exc}"
+    if "pruning" in compat.UNAVAILABLE:
+        off["pruning"] = compat.UNAVAILABLE["pruning"]
+    else:
+        try:
+            X = prune_baseline(model, X, X.new_tensor(list(ref)), objective, constraints or None)
+            prune = False
+        except Exception as exc:  # noqa: BLE001 - BoTorch's own pruning in the constructor
+            off["pruning"] = f"{type(exc).__name__}: {exc}"
     sweep = M == 3 and choice.alpha == 0
     latent = None
     if dense_posterior:

@@ -34,11 +34,19 @@ Fast paths and what each needs beyond BoTorch's public API:
 Two more fast paths use only public API and are not checked here:
 ``stacked_model`` (the outputs' GPs queried as one batched model) and
 ``pruning`` (BoTorch's baseline-pruning rule with a vectorised Pareto test).
+
+Any fast path can be switched off by name with the environment variable
+``ECOPT_FAST_PATHS_OFF`` (comma-separated, read at import), e.g.
+``ECOPT_FAST_PATHS_OFF=dense_posterior,sweep_boxes``: the sampler then takes
+BoTorch's public path for it and says so in each proposal's notes. It is how
+``benchmarks/fast_paths.py`` measures what each path buys, and a way out should
+one misbehave on some BoTorch release.
 """
 
 from __future__ import annotations
 
 import inspect
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -48,8 +56,9 @@ from botorch.acquisition.multi_objective.logei import qLogNoisyExpectedHypervolu
 from botorch.fit import fit_gpytorch_mll
 from botorch.utils.multi_objective.hypervolume import NoisyExpectedHypervolumeMixin
 
-__all__ = ["FAST_PATHS", "UNAVAILABLE", "CompatError", "check", "fast_acquisition_class",
-           "dense_f_X_samples", "named_priors", "sweep_in_use"]
+__all__ = ["FAST_PATHS", "OFF_VARIABLE", "UNAVAILABLE", "CompatError", "check",
+           "fast_acquisition_class", "dense_f_X_samples", "named_priors", "sweep_in_use",
+           "switched_off"]
 
 #: Every fast path, with what it does (the names recorded in ``proposal["fast_path_off"]``).
 FAST_PATHS: dict[str, str] = {
@@ -302,5 +311,24 @@ def check() -> dict[str, str]:
             if (why := _check(name, test)) is not None}
 
 
-#: Fast paths switched off at import -> why (empty when every check passed).
-UNAVAILABLE: dict[str, str] = check()
+#: Environment variable naming fast paths to switch off (comma-separated).
+OFF_VARIABLE = "ECOPT_FAST_PATHS_OFF"
+
+
+def switched_off(value: str | None) -> dict[str, str]:
+    """Fast paths named in ``value`` (the variable's text) -> why they are off.
+
+    Raises:
+        ValueError: for a name that is not a fast path.
+    """
+    names = [n.strip() for n in (value or "").split(",") if n.strip()]
+    unknown = [n for n in names if n not in FAST_PATHS]
+    if unknown:
+        raise ValueError(f"{OFF_VARIABLE} names unknown fast path(s) {unknown}; "
+                         f"known: {sorted(FAST_PATHS)}")
+    return {n: f"switched off by {OFF_VARIABLE}" for n in names}
+
+
+#: Fast paths switched off at import -> why (empty when every check passed and the
+#: environment switched none off).
+UNAVAILABLE: dict[str, str] = {**check(), **switched_off(os.environ.get(OFF_VARIABLE))}

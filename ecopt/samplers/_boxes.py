@@ -13,6 +13,13 @@ more boxes than BoTorch's (2k + 1 for k front points in general position;
 tested against BoTorch's count) and about 50x faster per sample (0.3-1 ms
 instead of 15-50 ms).
 
+Measured gain (fast path ``sweep_boxes``, three objectives only): proposals 3.1x,
+2.8x and 1.5x faster at n = 20, 50 and 200. From
+``docs/results/fast_paths/2026-12-05`` (``benchmarks/fast_paths.py``: one proposal's
+CPU time with only this path switched off, against all paths on, median of 3 seeds,
+BoTorch 0.18.1, a shared 2-core machine; rows where a path does not apply vary by up
+to 1.5x from noise alone).
+
 Sweep (maximisation, reference point r): take the points by the third
 objective, highest first. Between two consecutive third-objective levels the
 dominated cross-section is the 2-D dominated region of the points already

@@ -11,6 +11,13 @@ model is covered (fast path ``closed_form_fit``), else with BoTorch's own.
 Continuous models are then stacked into one batched multi-output GP with the
 same hyperparameters (fast path ``stacked_model``: the same model, faster to
 query).
+
+Measured gain (fast path ``stacked_model``): proposals 1.67x, 1.56x and 1.83x faster
+at M = 2, n = 20, 50 and 200, and 1.79x at M = 3, n = 20. From
+``docs/results/fast_paths/2026-12-05`` (``benchmarks/fast_paths.py``: one proposal's
+CPU time with only this path switched off, against all paths on, median of 3 seeds,
+BoTorch 0.18.1, a shared 2-core machine; rows where a path does not apply vary by up
+to 1.5x from noise alone).
 """
 
 from __future__ import annotations

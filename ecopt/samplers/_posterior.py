@@ -31,6 +31,13 @@ learned homoskedastic or fixed observation noise. Anything else (a model list,
 a mixed categorical model) keeps BoTorch's path, and so does any evaluation
 where the update fails (non-finite samples, a non-PSD block), as BoTorch falls
 back itself.
+
+Measured gain (fast path ``dense_posterior``): proposals 1.55x, 1.53x and 2.18x
+faster at M = 2, n = 20, 50 and 200, and 1.68x at M = 3, n = 20. From
+``docs/results/fast_paths/2026-12-05`` (``benchmarks/fast_paths.py``: one proposal's
+CPU time with only this path switched off, against all paths on, median of 3 seeds,
+BoTorch 0.18.1, a shared 2-core machine; rows where a path does not apply vary by up
+to 1.5x from noise alone).
 """
 
 from __future__ import annotations

@@ -94,8 +94,9 @@ def model_based(sampler: QLogNEHVISampler, space: SearchSpace, records: Sequence
                               "cold_check": cold_check, "warm_ftol": sampler.warm_ftol,
                               "cold_ftol": sampler.cold_ftol,
                               "closed_form": "closed_form_fit" not in UNAVAILABLE,
+                              "stacked": "stacked_model" not in UNAVAILABLE,
                               "lengthscale_prior": sampler.lengthscale_prior}
-    off = {k: v for k, v in UNAVAILABLE.items() if k == "closed_form_fit"}
+    off = {k: v for k, v in UNAVAILABLE.items() if k in ("closed_form_fit", "stacked_model")}
     settings = Settings(sampler.num_restarts, sampler.raw_samples, sampler.maxiter,
                         sampler.sample_around_best, sampler.allow_repeats)
     rng_seed = seed * 1_000_003 + len(records) + len(pending)

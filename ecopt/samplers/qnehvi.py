@@ -203,6 +203,21 @@ class QLogNEHVISampler(Sampler):
         #: ``fit_s``, ``acqf_s``; this process's CPU time: ``fit_cpu_s``, ``acqf_cpu_s``).
         self.last_timing: dict[str, float] = {}
         self._warned: set[str] = set()
+        #: The study's transfer sources (:meth:`use_transfer`), else ``None``.
+        self.transfer: Any = None
+
+    def use_transfer(self, sources: Sequence[Any], space: SearchSpace) -> None:
+        """Learn from earlier studies too (``Study(..., transfer_from=...)``).
+
+        Args:
+            sources: :class:`~ecopt.transfer.SourceStudy` list, mapped into ``space``.
+            space: The study's space.
+
+        See :mod:`ecopt.samplers._transfer` for the model and the trust rule.
+        """
+        from ecopt.samplers._transfer import TransferModel
+
+        self.transfer = TransferModel(sources, space, self.objectives) if sources else None
 
     def describe(self) -> dict[str, Any]:
         keys = ("n_init", "num_restarts", "raw_samples", "mc_samples", "maxiter", "warm_start",
@@ -270,6 +285,8 @@ class QLogNEHVISampler(Sampler):
         complete = [r for r in records if r.state is TrialState.COMPLETE]
         if space.dim == 0:
             return [Proposal(space.decode([]), "fixed", {}) for _ in range(n)]
+        if self.transfer is not None:
+            return self._propose_transfer(space, records, complete, pending, n, n_init)
         if started < n_init:
             k = min(n, n_init - started)
             out = self._sobol(space, started, k, f"initial design ({rule})",
@@ -289,6 +306,70 @@ class QLogNEHVISampler(Sampler):
             log.warning("qLogNEHVI proposal failed (%s); using Sobol points instead", _why(exc))
             return self._sobol(space, started, n, f"model fallback: {_why(exc)}",
                                self._avoid(space, records, pending), fallback=_why(exc))
+
+    def _propose_transfer(self, space: SearchSpace, records: Sequence[TrialRecord],
+                          complete: Sequence[TrialRecord], pending: Sequence[Params], n: int,
+                          n_init: int) -> list[Proposal]:
+        """Proposals of a study with transfer sources (:mod:`ecopt.samplers._transfer`)."""
+        from ecopt.samplers._transfer import TRUST_MIN, public
+
+        tm = self.transfer
+        started = len(records) + len(pending)
+        trust = tm.trust(complete)
+        note = {"sources": public(trust)}
+        trusted = [e for e in trust if e["trust"] is None or e["trust"] >= TRUST_MIN]
+        taken = {tuple(space.encode(r.params)) for r in records}
+        taken |= {tuple(space.encode(p)) for p in pending}
+        out: list[Proposal] = []
+        if started < n_init or len(complete) < 2:
+            for k, params in tm.design_points(trust):
+                if len(out) == n:
+                    break
+                key = tuple(space.encode(params))
+                if key in taken:
+                    continue
+                taken.add(key)
+                out.append(Proposal(space.decode(space.encode(params)), "transfer",
+                                    {"why": "initial design: a source's Pareto set",
+                                     "source": tm.sources[k].label,
+                                     "transfer": note}))
+        if len(out) == n:
+            return out
+        more = [*pending, *[p.params for p in out]]
+        left = n - len(out)
+        now = started + len(out)
+        if (not trusted and now < n_init) or len(complete) < 2:
+            why = "initial design (sources not trusted)" if not trusted else \
+                "fewer than 2 complete trials to model"
+            sob = self._sobol(space, now, left, why, self._avoid(space, records, more))
+            return out + [Proposal(p.params, p.proposed_by, {**p.info, "transfer": note})
+                          for p in sob]
+        extra, used = tm.pooled(trust) if not self.constraints else ([], [])
+        note = {**note, "pooled": [tm.sources[k].label for k in used]}
+        try:
+            from ecopt.samplers._proposal import model_based
+
+            U, info, off, self.last_timing = model_based(
+                self, space, records, [*complete, *extra], more, left)
+        except Exception as exc:  # noqa: BLE001 - never kill a study over a model fit
+            warnings.warn(f"{self.name} could not propose with transfer sources "
+                          f"({_why(exc)}): {left} Sobol point(s) instead", FallbackWarning,
+                          stacklevel=3)
+            sob = self._sobol(space, now, left, f"model fallback: {_why(exc)}",
+                              self._avoid(space, records, more), fallback=_why(exc))
+            return out + [Proposal(p.params, p.proposed_by, {**p.info, "transfer": note})
+                          for p in sob]
+        self._note_off(off)
+        if off:
+            info["fast_path_off"] = dict(sorted(off.items()))
+        for i, u in enumerate(U):
+            info_i = dict(info)
+            if isinstance(info_i.get("cost"), dict) and "predicted_energy_j" in info_i["cost"]:
+                info_i["cost"] = {**info_i["cost"],
+                                  "predicted_energy_j": info_i["cost"]["predicted_energy_j"][i]}
+            info_i["transfer"] = note
+            out.append(Proposal(space.decode(u), self.name, info_i))
+        return out
 
     def _note_off(self, off: dict[str, str]) -> None:
         """Warn once per study (sampler) for each fast path that is off."""

@@ -131,3 +131,27 @@ def test_named_priors_must_be_what_the_closed_form_fit_reads():
 
     with pytest.raises(compat.CompatError, match="named_priors"):
         compat.named_priors(OldStyle())
+
+
+def test_the_environment_switch_names_fast_paths_and_refuses_unknown_ones():
+    assert compat.switched_off(None) == {}
+    assert compat.switched_off(" pruning, sweep_boxes ,") == {
+        "pruning": "switched off by ECOPT_FAST_PATHS_OFF",
+        "sweep_boxes": "switched off by ECOPT_FAST_PATHS_OFF"}
+    with pytest.raises(ValueError, match=r"unknown fast path\(s\) \['prunning'\]; known: "):
+        compat.switched_off("prunning")
+
+
+@pytest.mark.parametrize("path", ["closed_form_fit", "stacked_model", "pruning"])
+def test_a_fast_path_switched_off_takes_botorchs_public_path_and_says_so(monkeypatch, path):
+    """The switch ``benchmarks/fast_paths.py`` measures with: the proposal is still
+    qLogNEHVI's, the notes name the path and the reason, and it lands near the
+    fast path's proposal (both optimise the same acquisition)."""
+    fast = _propose()
+    monkeypatch.setitem(compat.UNAVAILABLE, path, "switched off by ECOPT_FAST_PATHS_OFF")
+    with pytest.warns(UserWarning, match=f"fast path '{path}' is off"):
+        slow = _propose()
+    assert slow.proposed_by == "qlognehvi"
+    assert slow.info["fast_path_off"][path] == "switched off by ECOPT_FAST_PATHS_OFF"
+    assert path not in fast.info.get("fast_path_off", {})
+    assert np.abs(_x(slow) - _x(fast)).max() < 0.25
