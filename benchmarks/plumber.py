@@ -1,30 +1,40 @@
-"""Plumber analogue: the profiler's LP allocation against a simple rule and random search.
+"""Plumber analogue: the profiler's LP allocation against a rule, random search and a tuner.
 
-Two deliberately misconfigured input pipelines, each feeding a real training step:
+Three deliberately misconfigured input pipelines, each feeding a real training step:
 
 * **image folder**: JPEGs decoded and resized per sample with ``num_workers=0``
   and no cache (a small CNN trains on the batches);
 * **tabular**: an Insurance-schema CSV re-parsed with pandas every epoch (no
-  cache; an MLP trains on the batches).
+  cache; an MLP trains on the batches);
+* **remote files**: small binary files read one by one with ``num_workers=0``,
+  each read followed by a fixed wait (``--latency-ms``) standing in for an
+  object store's round trip (this machine has no remote storage: the wait is
+  simulated with ``time.sleep``, the read and decode are real); an MLP trains
+  on the batches. I/O-latency-bound: the CPU is mostly idle.
 
 For each, ``--repeats`` times (default 5):
 
 1. ``ecopt.data.profile`` traces the pipeline (other backends too, for the
    table) and solves the allocation LP (``Diagnosis.allocation``);
-2. four settings are chosen: **misconfigured** (as given), **rule**
+2. the settings compared: **misconfigured** (as given), **rule**
    (``num_workers`` = cores, ``prefetch_factor`` = 2, nothing else changed),
    **random search** (``--trials`` settings drawn uniformly from the same knobs:
-   workers 0..cores, prefetch 1..4, cache after any stage or none, backend;
-   each run for ``--epochs`` epochs, the fastest kept) and **LP** (the LP's
-   ``--trials`` best-predicted settings run the same way, the fastest kept;
-   ``LP top-1`` is its first choice, with no trial);
+   workers 0..cores, prefetch 1..4, cache after any stage or none, backend,
+   threads per per-sample stage 1..32; each run for ``--epochs`` epochs, the
+   fastest kept), **tuner** (``ecopt.data.tuner.hill_climb``: tf.data-style
+   hill-climbing from the misconfigured setting on workers, threads per stage
+   and prefetch within a CPU budget of the cores, no cache, untried), **LP**
+   (the LP's ``--trials`` best-predicted settings run the same way, the
+   fastest kept) and **LP top-1** (its first choice, untried);
 3. each chosen setting runs ``--epochs`` epochs once more, measured: wall
    seconds, CPU seconds (this process and its workers) and ESTIMATED joules
    per epoch.
 
 Tables: speed-up and energy per epoch against the misconfigured pipeline
-(trimmed means, 95 % intervals over the repeats), and the model's predicted
-epoch time against the measured one for every setting run.
+(trimmed means, 95 % intervals over the repeats); every pairwise comparison
+of the LP with a baseline (paired per-repeat ratios, intervals, and the
+verdict the interval allows); the model's predicted epoch time against the
+measured one for every setting run.
 
     python benchmarks/plumber.py [--repeats 5] [--epochs 4] [--trials 3] [--record]
 """
@@ -61,7 +71,43 @@ from docs.recorded import (  # noqa: E402
     write_run,
 )
 
-METHODS = ("misconfigured", "rule", "random search", "LP", "LP top-1")
+METHODS = ("misconfigured", "rule", "random search", "tuner", "LP", "LP top-1")
+COMPARISONS = (("LP", "rule"), ("LP", "random search"), ("LP", "tuner"),
+               ("LP top-1", "tuner"), ("LP top-1", "misconfigured"))
+THREAD_CHOICES = (1, 2, 4, 8, 16, 32)
+
+
+def _fetch(path: str, latency_s: float) -> bytes:
+    """Read a file, then wait ``latency_s`` (a simulated remote round trip)."""
+    data = Path(path).read_bytes()
+    time.sleep(latency_s)
+    return data
+
+
+def _decode(data: bytes) -> Any:
+    import numpy as np
+    import torch
+
+    x = torch.from_numpy(np.frombuffer(data, dtype=np.float32).copy())
+    return (x - x.mean()) / (x.std() + 1e-6)
+
+
+def _remote_files(root: Path, n: int, dim: int, latency_s: float) -> Any:
+    import functools
+
+    import numpy as np
+
+    from ecopt.data import StagedDataset
+
+    root.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    paths = []
+    for i in range(n):
+        f = root / f"{i:05d}.bin"
+        f.write_bytes(rng.standard_normal(dim).astype(np.float32).tobytes())
+        paths.append(str(f))
+    return StagedDataset(paths, [("fetch", functools.partial(_fetch, latency_s=latency_s)),
+                                 ("decode", _decode)], labels=[i % 4 for i in range(n)])
 
 
 def _cnn_consumer(n_classes: int, size: int) -> Callable[[Any], None]:
@@ -122,6 +168,13 @@ def pipelines(args: argparse.Namespace, tmp: Path) -> dict[str, dict[str, Any]]:
             "base": LoaderConfig(batch_size=256, num_workers=0, prefetch_factor=2, cache=False),
             "backends": ("polars", "dask"), "label": f"Insurance schema, {args.rows:,} rows, "
                                                      "pandas, MLP, batch 256"},
+        "remote files (I/O latency, num_workers=0)": {
+            "source": _remote_files(tmp / "remote", args.files, 256, args.latency_ms / 1e3),
+            "consumer": _mlp_consumer(256),
+            "base": LoaderConfig(batch_size=32, num_workers=0, prefetch_factor=2, cache=False),
+            "backends": (), "label": f"{args.files} files of 1 KiB, each read followed by a "
+                                     f"simulated {args.latency_ms:g} ms remote round trip, "
+                                     "MLP, batch 32"},
     }
 
 
@@ -157,14 +210,19 @@ def random_setting(rng: random.Random, pprof: Any, cores: int, backends: Sequenc
 
     backend = rng.choice([pprof.backend, *backends]) if pprof.backend else None
     names = pprof.stage_names(backend)
-    return PipelineSetting(backend, rng.choice([None, *names]), rng.randint(0, cores),
-                           rng.randint(1, 4))
+    cache = rng.choice([None, *names])
+    threads: tuple[tuple[str, int], ...] = ()
+    if pprof.sample and cache in (None, names[-1]):
+        threads = tuple((s.name, t) for s in pprof.sample
+                        if (t := rng.choice(THREAD_CHOICES)) > 1)
+    return PipelineSetting(backend, cache, rng.randint(0, cores), rng.randint(1, 4), threads)
 
 
 def one_repeat(name: str, spec: dict[str, Any], rep: int, args: argparse.Namespace,
                cores: int) -> dict[str, Any]:
     from ecopt.data import profile
     from ecopt.data.allocation import PipelineSetting, predict_epochs
+    from ecopt.data.tuner import hill_climb
 
     t0 = time.perf_counter()
     diag = profile(spec["source"], spec["consumer"], config=spec["base"], epochs=args.epochs,
@@ -187,16 +245,21 @@ def one_repeat(name: str, spec: dict[str, Any], rep: int, args: argparse.Namespa
         best = min(timed)[2]
         search[method] = (best, time.perf_counter() - t1 + (profile_s if method == "LP" else 0.0),
                           len(settings))
+    t1 = time.perf_counter()
+    tuned = hill_climb(pprof, misconf, cores, args.epochs,
+                       memory_limit_bytes=alloc.memory_limit_bytes)
+    search["tuner"] = (tuned.setting, time.perf_counter() - t1 + profile_s, 0)
     chosen = {"misconfigured": misconf, "rule": rule, "random search": search["random search"][0],
-              "LP": search["LP"][0], "LP top-1": alloc.setting}
-    out: dict[str, Any] = {"profile_s": profile_s, "lp": alloc.to_dict(), "methods": {}}
+              "tuner": tuned.setting, "LP": search["LP"][0], "LP top-1": alloc.setting}
+    out: dict[str, Any] = {"profile_s": profile_s, "lp": alloc.to_dict(),
+                           "tuner": tuned.to_dict(), "methods": {}}
     for method, s in chosen.items():
         meas = run_setting(spec, s, args.epochs)
         pred = sum(predict_epochs(pprof, s, args.epochs, cores))
         extra = search.get(method, (None, profile_s if method == "LP top-1" else 0.0, 0))
         out["methods"][method] = {"setting": s.label(), "predicted_s": pred, **meas,
                                   "search_s": extra[1], "trials": extra[2]}
-        print(f"[{name} repeat {rep}] {method:14s} {s.label():60s} "
+        print(f"[{name} repeat {rep}] {method:14s} {s.label():72s} "
               f"measured {meas['wall_s']:.2f} s (CPU {meas['cpu_s']:.2f}) predicted {pred:.2f} s",
               file=sys.stderr, flush=True)
     return out
@@ -228,7 +291,20 @@ def tables(results: dict[str, list[dict[str, Any]]], epochs: int) -> dict[str, T
                               interval(mm / pm, min(a / b for a, b in zip(meas, pred)),
                                        max(a / b for a, b in zip(meas, pred)))
                               if pm > 0 else math.nan])
+    cmp_rows: list[list[Any]] = []
+    for name, reps in results.items():
+        for a, b in COMPARISONS:
+            wall = [r["methods"][b]["wall_s"] / r["methods"][a]["wall_s"] for r in reps]
+            cpu = [r["methods"][b]["cpu_s"] / r["methods"][a]["cpu_s"] for r in reps
+                   if r["methods"][a]["cpu_s"] > 0]
+            w, c = trimmed_interval(wall), trimmed_interval(cpu)
+            cmp_rows.append([name, f"{a} vs {b}", w, c, _verdict(a, b, w), _verdict(a, b, c),
+                             _half_better(w)])
     return {
+        "comparisons": Table(["pipeline", "comparison", "wall ratio (baseline / method)",
+                              "CPU-time ratio (baseline / method)", "verdict (wall)",
+                              "verdict (CPU time)", "study's '>50% better' (ratio > 1.5)"],
+                             cmp_rows),
         "speedup": Table(["pipeline", "method", "setting chosen (how often)", "epoch s",
                           "CPU s per epoch", "J per epoch (ESTIMATED)",
                           "speed-up vs misconfigured (wall)", "CPU-time gain",
@@ -236,6 +312,29 @@ def tables(results: dict[str, list[dict[str, Any]]], epochs: int) -> dict[str, T
         "prediction": Table(["pipeline", "method", "predicted epoch s", "measured epoch s",
                              "measured / predicted (min-max)"], pred_rows),
     }
+
+
+def _verdict(a: str, b: str, cell: dict[str, float]) -> str:
+    """What a ratio's 95 % interval allows: a difference only when it excludes 1."""
+    lo, hi = cell["low"], cell["high"]
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return "cannot tell (too few repeats)"
+    if lo > 1:
+        return f"{a} faster"
+    if hi < 1:
+        return f"{b} faster"
+    return "no difference shown (interval spans 1)"
+
+
+def _half_better(cell: dict[str, float]) -> str:
+    lo, hi = cell["low"], cell["high"]
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return "cannot tell"
+    if lo > 1.5:
+        return "holds"
+    if hi < 1.5:
+        return "does not hold"
+    return "not decided (interval spans 1.5)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -247,7 +346,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--images", type=int, default=800)
     p.add_argument("--image-px", type=int, default=128)
     p.add_argument("--rows", type=int, default=100_000, help="rows of the tabular CSV")
-    p.add_argument("--only", choices=("image", "tabular"))
+    p.add_argument("--files", type=int, default=400, help="files of the remote-files pipeline")
+    p.add_argument("--latency-ms", type=float, default=5.0,
+                   help="simulated round trip after each remote-file read")
+    p.add_argument("--only", choices=("image", "tabular", "remote"), action="append",
+                   help="run only these pipelines (repeatable)")
     p.add_argument("--out", default="runs/plumber")
     p.add_argument("--record", nargs="?", const="", default=None, metavar="TAG",
                    help="also write the summary to docs/results/plumber/<date>[-TAG]")
@@ -268,7 +371,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="ecopt-plumber-") as tmp:
         specs = pipelines(args, Path(tmp))
         if args.only:
-            specs = {k: v for k, v in specs.items() if k.startswith(args.only)}
+            specs = {k: v for k, v in specs.items() if k.startswith(tuple(args.only))}
         for rep in range(args.repeats):  # repeat-major: machine noise spreads over pipelines
             for name, spec in specs.items():
                 results.setdefault(name, []).append(one_repeat(name, spec, rep, args, cores))
@@ -280,7 +383,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "intervals, lower bounds clipped at 0.",
         f"Random search and the LP each ran {args.trials} settings for {args.epochs} epochs and "
         "kept the fastest; 'LP top-1' is the LP's first choice with no trial; the rule is "
-        f"num_workers = {cores} cores, prefetch_factor = 2.",
+        f"num_workers = {cores} cores, prefetch_factor = 2; the tuner hill-climbs workers, "
+        f"threads per stage and prefetch within {cores} cores from the misconfigured "
+        "setting on the same model, with no trial and no cache.",
+        "Comparisons: per-repeat ratios baseline / method (above 1: the method is faster), "
+        "trimmed mean and 95% interval; a verdict names a winner only when the interval "
+        "excludes 1.",
         "The machine was shared with other jobs (1-minute load average "
         f"{load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end): CPU seconds per "
         "epoch (this process plus its DataLoader workers) are the robust measure; wall "
@@ -288,14 +396,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     ]
     facts = {"wall_s": time.monotonic() - t0, "cores": cores,
              "lp": {k: v[0]["lp"] for k, v in results.items()},
+             "tuner": {k: [r["tuner"] for r in v] for k, v in results.items()},
              "runs": {k: [r["methods"] for r in v] for k, v in results.items()}}
     for d in record_dirs(args.out, "plumber", args.record):
         write_run(d, script="benchmarks/plumber.py", command=command_line("benchmarks/plumber.py",
                                                                           argv),
                   tables=tabs, energy=estimated_energy(
                       "EstimateMeter over each whole run, process scope (includes the reaped "
-                      "DataLoader workers)"), title="Plumber analogue: LP allocation vs rule vs "
-                  "random search", notes=notes, facts=facts, git=sha)
+                      "DataLoader workers)"), title="Plumber analogue: LP allocation vs rule, "
+                  "random search and a hill-climbing tuner", notes=notes, facts=facts, git=sha)
     print((Path(args.out) / "summary.md").read_text())
     return 0
 

@@ -31,6 +31,7 @@ from ecopt.errors import (
     SpecMismatchError,
     StudyLockedError,
     SystematicFailureError,
+    TransferSourceError,
     TrialPruned,
 )
 from ecopt.meters.base import Measurement, Meter
@@ -66,6 +67,7 @@ __all__ = [
     "SpecMismatchError",
     "StudyLockedError",
     "SystematicFailureError",
+    "TransferSourceError",
     "TrialPruned",
     "Intermediate",
     "StoppingRule",

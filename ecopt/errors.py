@@ -87,6 +87,10 @@ class DaskUnavailableError(EcoptError):
     """Dask distributed is not installed, or its scheduler cannot be reached."""
 
 
+class SparkUnavailableError(EcoptError):
+    """pyspark or Java is not installed, or the Spark master cannot be reached."""
+
+
 class BackendUnavailableError(EcoptError):
     """The dataframe library a backend needs is not installed."""
 
@@ -124,3 +128,7 @@ class DeviceUnavailableError(EcoptError):
 
 class PowerLimitError(EcoptError):
     """A GPU power limit could not be read, set or restored (the message says how to fix it)."""
+
+
+class TransferSourceError(EcoptError):
+    """A ``transfer_from`` source cannot be used: gone, changed, or not matchable."""

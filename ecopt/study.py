@@ -102,6 +102,14 @@ class Study:
             ``meter=ecopt.meters.IdleSubtracted(meter, idle_s=..., subtract=...)``.
         cost_aware: Deprecated (the option belongs to the sampler): use
             ``sampler=ecopt.samplers.QLogNEHVISampler(cost_aware=True)``.
+        transfer_from: Earlier studies (directories or :class:`Study` objects)
+            whose trials inform this study's model and initial design, read
+            read-only; they never enter this study's log, front, counts,
+            ``n_trials`` or budget. ``study.json`` records each (path, study id,
+            records used and their hash); reopening the directory without
+            ``transfer_from`` reloads them from there, and a source that is gone
+            or changed is a :class:`~ecopt.errors.TransferSourceError`. Matching
+            rules: :mod:`ecopt.transfer`; the model: :mod:`ecopt.samplers._transfer`.
 
     Names (sampler, meter, pruner) resolve through :mod:`ecopt.registry`, where
     installed packages add their own by entry point; an instance is accepted
@@ -134,6 +142,7 @@ class Study:
         idle_s: float | None = None,
         subtract_idle: bool | None = None,
         cost_aware: bool | None = None,
+        transfer_from: Sequence[Any] | str | Path | None = None,
         _readonly: bool = False,
         _spec: Mapping[str, Any] | None = None,
     ) -> None:
@@ -213,6 +222,11 @@ class Study:
             except BaseException:
                 self._storage.close()
                 raise
+        try:
+            self._open_transfer(transfer_from)
+        except BaseException:
+            self.close()
+            raise
         self._history = SamplerHistory(self.objectives, self.constraints,
                                        getattr(self.pruner, "energy_objective", "auto"))
         try:
@@ -222,6 +236,43 @@ class Study:
             raise
         if self._records:
             self._restore_convergence()
+
+    def _open_transfer(self, transfer_from: Sequence[Any] | str | Path | None) -> None:
+        """Load the transfer sources (given, or recorded in study.json) and hand them to the sampler."""
+        from ecopt.errors import TransferSourceError
+        from ecopt.transfer import load_sources
+
+        if isinstance(transfer_from, (str, Path, Study)):
+            transfer_from = [transfer_from]
+        recorded = self.spec.get("transfer") or None
+        self.transfer_sources: list[Any] = []
+        if recorded is None and not transfer_from:
+            return
+        if recorded is not None:
+            given = list(transfer_from or [])
+            if given and len(given) != len(recorded):
+                raise TransferSourceError(
+                    f"{str(self.path)!r} was created with {len(recorded)} transfer source(s) "
+                    f"({[r.get('label') for r in recorded]}), {len(given)} given now; open it "
+                    "without transfer_from (the recorded ones are used) or start a new study")
+            sources = given or [r.get("path") or r.get("label") for r in recorded]
+            self.transfer_sources = load_sources(sources, self.space, self.objectives, recorded)
+        else:
+            if self._storage is not None and self._records and not self.spec.get("transfer"):
+                raise TransferSourceError(
+                    f"{str(self.path)!r} already holds {len(self._records)} trials made without "
+                    "transfer sources; adding sources now would change what it proposes. "
+                    "Start a new study directory for the transfer")
+            self.transfer_sources = load_sources(list(transfer_from or []), self.space,
+                                                 self.objectives)
+            self.spec["transfer"] = [s.describe() for s in self.transfer_sources]
+            if self._storage is not None:
+                self._storage.write_spec(self.spec)
+        use = getattr(self.sampler, "use_transfer", None)
+        if use is None:
+            raise ValueError(f"transfer_from needs a model-based sampler with transfer "
+                             f"(qlognehvi, qnehvi), got sampler={self.sampler.name!r}")  # type: ignore[union-attr]
+        use(self.transfer_sources, self.space)
 
     def _prepare_meter(self) -> None:
         """Let the meter measure what it measures once per study (idle power); keep its facts."""
@@ -759,7 +810,7 @@ class Study:
                 the three is needed).
             batch_size: ``q``, proposals made together per round (at most the
                 executor's free slots).
-            executor: ``"local"``, ``"processes"``, ``"dask"`` or an
+            executor: ``"local"``, ``"processes"``, ``"dask"``, ``"spark"`` or an
                 :class:`~ecopt.executors.Executor` (e.g. ``ecopt.DaskExecutor(...)``).
                 An executor passed by name is closed at the end; an instance is not.
             timeout_s: Stop proposing new trials after this many seconds (trials
@@ -900,10 +951,16 @@ class Study:
                                 asynchronous, hooks, energy_budget_j=energy_budget_j,
                                 fail_fast=int(fail_fast) if fail_fast else None)
             self._optimizing = True
+            planned_before = getattr(self.sampler, "planned_trials", None)
+            if self.sampler is not None:
+                self.sampler.planned_trials = (self._next_number + n_trials
+                                               if n_trials is not None else None)
             try:
                 done = loop.run()
             finally:
                 self._optimizing = False
+                if self.sampler is not None:
+                    self.sampler.planned_trials = planned_before
                 self.stop_reason = loop.stop_reason
                 self._stop_requested = False
                 if owns_executor:

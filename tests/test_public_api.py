@@ -11,7 +11,8 @@ EXPECTED = {
     "__version__", "SearchSpace", "Float", "Int", "Categorical", "Fixed", "Objective",
     "Constraint", "Study", "load_study", "Trial", "TrialRecord", "TrialState", "Sampler", "Meter",
     "Measurement", "EcoptError", "ExecutorLostError", "Infeasible", "MeterError", "MeterUnavailableError",
-    "NotAStudyError", "SpecMismatchError", "StudyLockedError", "SystematicFailureError", "TrialPruned", "Intermediate",
+    "NotAStudyError", "SpecMismatchError", "StudyLockedError", "SystematicFailureError", "TransferSourceError",
+    "TrialPruned", "Intermediate",
     "DaskExecutor", "pareto", "samplers", "meters", "plot", "pruners", "StoppingRule", "Termination",
     "StopWhenConverged", "OptimizeCallback", "registry", "callbacks",
 }

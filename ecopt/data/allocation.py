@@ -20,6 +20,13 @@ pipeline and a consumer (the training step):
   (after the first, with a cache) and for the first epoch's whole chain; each
   ``W`` is rounded down and up, and ``0`` (no workers: no start-up cost) is
   always a candidate;
+* **parallelism per stage**: :func:`solve_stage_lp` solves the same LP with
+  one rate per per-sample stage (Plumber's per-operator formulation): each
+  stage gets cores and items in flight. Worker processes (at most the cores)
+  carry CPU work; a stage that waits gets threads in each process
+  (``PipelineSetting.stage_threads``, run by
+  :class:`~ecopt.data.stage_pool.StagePoolDataset`), and their count is not
+  capped by the cores (``max_threads``): waiting needs none;
 * **where to cache**: after any stage (a table stage's frame, or a per-sample
   stage's outputs), if its measured size plus the prefetch buffers fits the
   memory limit; stages before the cache are paid in the first epoch only;
@@ -34,9 +41,9 @@ Every candidate (backend x cache position x worker count) is then costed over
 allocation. For epoch ``e``: serial table work (not cached) + the per-sample
 chain run in ``W`` workers in parallel with the consumer (``max(chain / par(W),
 consumer) + W * worker_start``) or, with ``W = 0``, in series with it; a
-cache built in epoch 0 removes the stages up to it from later epochs. ``par(W)``
-divides the CPU-bound share of the chain by ``min(W, cores)`` and its waiting
-share by ``W``.
+cache built in epoch 0 removes the stages up to it from later epochs. Each stage's
+CPU-bound share is divided by ``min(W, cores)`` and its waiting share by
+``max(W, 1) x threads``.
 
 :func:`apply_setting` turns an allocation (or any :class:`PipelineSetting`) into
 a source and :class:`~ecopt.data.loader.LoaderConfig` for ``make_loader``.
@@ -53,7 +60,7 @@ from ecopt.data.loader import LoaderConfig
 from ecopt.data.pipeline import StagedDataset, TablePipeline
 
 __all__ = ["StageCost", "PipelineProfile", "PipelineSetting", "LPResult", "Allocation",
-           "solve_lp", "predict_epochs", "allocate", "apply_setting", "PrefixCachedDataset",
+           "StageAllocation", "StageLPResult", "solve_lp", "solve_stage_lp", "predict_epochs", "allocate", "apply_setting", "PrefixCachedDataset",
            "TablePrefixCache"]
 
 
@@ -128,21 +135,32 @@ class PipelineSetting:
             epoch (``None``: no cache).
         num_workers: DataLoader workers.
         prefetch_factor: Batches each worker prepares ahead.
+        stage_threads: ``(stage, threads)`` pairs: per-sample stages run on a
+            thread pool of that size in each process (for stages that wait;
+            may exceed the core count). Stages not named run on one thread.
     """
 
     backend: str | None
     cache_after: str | None
     num_workers: int
     prefetch_factor: int = 2
+    stage_threads: tuple[tuple[str, int], ...] = ()
+
+    def threads(self, stage: str) -> int:
+        """Threads stage ``stage`` runs on in each process (1 unless ``stage_threads`` says)."""
+        return dict(self.stage_threads).get(stage, 1)
 
     def label(self) -> str:
         parts = ([f"backend={self.backend}"] if self.backend else []) + [
             f"cache={'after ' + self.cache_after if self.cache_after else 'off'}",
             f"workers={self.num_workers}", f"prefetch={self.prefetch_factor}"]
+        parts += [f"{k} threads={v}" for k, v in self.stage_threads]
         return ", ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        d["stage_threads"] = dict(self.stage_threads)
+        return d
 
 
 @dataclass(frozen=True)
@@ -177,6 +195,8 @@ class Allocation:
         memory_limit_bytes: The limit it had to respect.
         candidates: ``(setting, predicted total seconds)``, best first.
         baseline_total_s: Predicted total seconds of the current setting.
+        stage_lp: The per-stage LP's optimum for the chosen backend and cache
+            (first epoch's chain), or ``None``.
     """
 
     setting: PipelineSetting
@@ -186,6 +206,7 @@ class Allocation:
     memory_limit_bytes: float
     candidates: list[tuple[PipelineSetting, float]] = field(default_factory=list)
     baseline_total_s: float = math.nan
+    stage_lp: StageLPResult | None = None
 
     @property
     def predicted_total_s(self) -> float:
@@ -202,7 +223,8 @@ class Allocation:
                 "predicted_total_s": self.predicted_total_s,
                 "predicted_gain": self.predicted_gain, "memory_bytes": self.memory_bytes,
                 "memory_limit_bytes": self.memory_limit_bytes,
-                "candidates": [[s.to_dict(), t] for s, t in self.candidates[:10]]}
+                "candidates": [[s.to_dict(), t] for s, t in self.candidates[:10]],
+                "stage_lp": asdict(self.stage_lp) if self.stage_lp is not None else None}
 
     def to_text(self) -> str:
         lp = self.lp
@@ -214,6 +236,12 @@ class Allocation:
                  f"workers (W = {lp.workers:.2f}); binding: {', '.join(lp.binding) or 'none'}",
                  f"  memory kept: {self.memory_bytes / 1e6:.1f} MB of "
                  f"{self.memory_limit_bytes / 1e6:,.0f} MB allowed"]
+        slp = self.stage_lp
+        if slp is not None and slp.stages:
+            per = "; ".join(f"{st.name} {st.cores:.2f} cores, {st.slots:.1f} in flight"
+                            for st in slp.stages)
+            lines.append(f"  per-stage LP: {slp.throughput:,.0f} samples/s with {per}; "
+                         f"binding: {', '.join(slp.binding) or 'none'}")
         return "\n".join(lines)
 
 
@@ -270,10 +298,164 @@ def solve_lp(n_samples: int, chain_s: float, chain_cpu_s: float, consumer_s: flo
                     str(res.message))
 
 
-def _par(work_s: float, cpu_frac: float, workers: int, cores: float) -> float:
-    if workers <= 0:
-        return work_s
-    return work_s * cpu_frac / min(workers, cores) + work_s * (1 - cpu_frac) / workers
+@dataclass(frozen=True)
+class StageAllocation:
+    """One stage's share of the per-stage LP's optimum.
+
+    Attributes:
+        name: Stage name.
+        cores: Cores the stage's CPU work gets.
+        slots: Items the stage has in flight (processes x threads), fractional.
+        wait_frac: Share of the stage's wall time spent waiting (not on a CPU).
+    """
+
+    name: str
+    cores: float
+    slots: float
+    wait_frac: float
+
+
+@dataclass(frozen=True)
+class StageLPResult:
+    """The per-stage LP's optimum (see :func:`solve_stage_lp`).
+
+    Attributes:
+        throughput: Steady-state samples/s ``X``.
+        theta_main: Cores given to the training process.
+        workers: Fractional worker-process count ``W``.
+        stages: Each stage's cores and slots.
+        binding: Names of the constraints that bind at the optimum (the bottleneck).
+        status: The solver's message.
+    """
+
+    throughput: float
+    theta_main: float
+    workers: float
+    stages: tuple[StageAllocation, ...]
+    binding: tuple[str, ...]
+    status: str
+
+    def threads(self, workers: int, max_threads: int, min_wait_frac: float = 0.2
+                ) -> tuple[tuple[str, int], ...]:
+        """Threads per process for each waiting stage, given ``workers`` processes.
+
+        A stage gets ``ceil(slots / max(workers, 1))`` threads (at most
+        ``max_threads``) when at least ``min_wait_frac`` of its time is waiting
+        and that is more than one; CPU-bound stages get none (threads share the
+        interpreter lock).
+        """
+        procs = max(int(workers), 1)
+        out = []
+        for st in self.stages:
+            if st.wait_frac < min_wait_frac or not math.isfinite(st.slots):
+                continue
+            t = min(int(max_threads), max(1, math.ceil(st.slots / procs - 1e-9)))
+            if t > 1:
+                out.append((st.name, t))
+        return tuple(out)
+
+
+def solve_stage_lp(n_samples: int, stages: Sequence[StageCost], consumer_s: float,
+                   consumer_cpu_s: float, cores: float, max_workers: int,
+                   max_threads: int = 32) -> StageLPResult:
+    """Plumber's LP with one rate per stage: cores and in-flight slots for every stage.
+
+    With ``a_i``, ``u_i`` the wall and CPU seconds per sample of stage ``i``
+    (from ``stages``' per-epoch costs), it maximises throughput ``X``::
+
+        max X  s.t.  X * a_c          <= 1               (one training thread)
+                     X * u_c          <= theta_main
+                     X * u_i          <= theta_i         (stage i's CPU work)
+                     X * a_i          <= s_i             (stage i's items in flight)
+                     theta_i          <= W               (CPU parallelism needs processes)
+                     s_i              <= max_threads * max(max_workers, 1)
+                     theta_main + sum_i theta_i <= cores,   0 <= W <= max_workers
+
+    A stage that waits (``a_i`` well above ``u_i``) is limited by its slots,
+    not by cores, so it can be given more items in flight than there are
+    cores: threads in each process (:class:`~ecopt.data.stage_pool.StagePoolDataset`);
+    a stage that computes is limited by cores, which only worker processes
+    add. The LP treats the stages as running side by side (each at rate
+    ``X``), as in Plumber; a DataLoader worker runs them one after another, so
+    :func:`allocate` costs every rounded candidate with :func:`predict_epochs`,
+    which adds the stages up. A second LP picks, among the allocations
+    reaching the best ``X``, the one with the fewest processes, slots and cores.
+
+    Args:
+        n_samples: Samples per epoch (the costs are per epoch).
+        stages: The per-sample stages (batching included) in order.
+        consumer_s, consumer_cpu_s: Wall and CPU seconds per epoch of the training step.
+        cores: Cores available.
+        max_workers: Most worker processes.
+        max_threads: Most threads per process for one stage.
+
+    Returns:
+        The optimum; ``throughput`` is inf when nothing costs time.
+
+    Raises:
+        ValueError: for non-positive ``n_samples``, ``cores`` or ``max_threads``.
+    """
+    from scipy.optimize import linprog
+
+    if n_samples < 1 or cores <= 0 or max_threads < 1:
+        raise ValueError(f"n_samples >= 1, cores > 0 and max_threads >= 1 must hold, got "
+                         f"n_samples={n_samples}, cores={cores}, max_threads={max_threads}")
+    n, k = float(n_samples), len(stages)
+    a_c, u_c = consumer_s / n, consumer_cpu_s / n
+    a = [s.wall_s / n for s in stages]
+    u = [min(s.cpu_s, s.wall_s) / n for s in stages]
+    wait = [1.0 - s.cpu_frac for s in stages]
+    if a_c <= 0 and all(x <= 0 for x in a):
+        return StageLPResult(math.inf, 0.0, 0.0, tuple(
+            StageAllocation(s.name, 0.0, 0.0, w) for s, w in zip(stages, wait)), (),
+            "nothing costs time")
+    # x = [X, theta_main, W, theta_1..k, s_1..k]
+    nv = 3 + 2 * k
+
+    def row(**kw: float) -> list[float]:
+        r = [0.0] * nv
+        for key, v in kw.items():
+            r[int(key[1:])] = v
+        return r
+
+    a_ub: list[list[float]] = [row(v0=a_c), row(v0=u_c, v1=-1.0)]
+    b_ub: list[float] = [1.0, 0.0]
+    names = ["consumer thread", "consumer CPU"]
+    for i, s in enumerate(stages):
+        ti, si = 3 + i, 3 + k + i
+        a_ub += [row(v0=u[i], **{f"v{ti}": -1.0}), row(v0=a[i], **{f"v{si}": -1.0}),
+                 row(v2=-1.0, **{f"v{ti}": 1.0})]
+        b_ub += [0.0, 0.0, 0.0]
+        names += [f"{s.name} CPU", f"{s.name} slots", f"{s.name} processes"]
+    a_ub.append([0.0, 1.0, 0.0] + [1.0] * k + [0.0] * k)
+    b_ub.append(float(cores))
+    names.append("cores")
+    slot_max = float(max_threads) * max(int(max_workers), 1)
+    bounds = [(0, None), (0, None), (0, float(max_workers))] + [(0, None)] * k \
+        + [(0, slot_max)] * k
+    res = linprog([-1.0] + [0.0] * (nv - 1), A_ub=a_ub, b_ub=b_ub, bounds=bounds,
+                  method="highs")
+    if res.status == 3:
+        return StageLPResult(math.inf, 0.0, 0.0, (), (), str(res.message))
+    x_star = float(res.x[0])
+    lean = linprog([0.0] + [1.0] * (nv - 1), A_ub=[*a_ub, [-1.0] + [0.0] * (nv - 1)],
+                   b_ub=[*b_ub, -x_star * (1 - 1e-9)], bounds=bounds, method="highs")
+    x = lean.x if lean.status == 0 else res.x
+    marg = getattr(res, "ineqlin", None)
+    duals = list(marg.marginals) if marg is not None else [0.0] * len(names)
+    binding = [nm for nm, d in zip(names, duals) if abs(d) > 1e-12]
+    # Bounds that bind (slot or worker caps) show in the variable bounds' marginals.
+    ub = getattr(res, "upper", None)
+    if ub is not None:
+        um = list(ub.marginals)
+        if abs(um[2]) > 1e-12:
+            binding.append("max workers")
+        binding += [f"{s.name} max threads" for i, s in enumerate(stages)
+                    if abs(um[3 + k + i]) > 1e-12]
+    st = tuple(StageAllocation(s.name, float(x[3 + i]), float(x[3 + k + i]), wait[i])
+               for i, s in enumerate(stages))
+    return StageLPResult(float(x[0]), float(x[1]), float(x[2]), st, tuple(binding),
+                         str(res.message))
 
 
 def _chain(stages: Sequence[StageCost]) -> tuple[float, float]:
@@ -282,10 +464,26 @@ def _chain(stages: Sequence[StageCost]) -> tuple[float, float]:
     return wall, cpu
 
 
+def _stage_s(s: StageCost, workers: int, threads: int, cores: float) -> float:
+    """Seconds stage ``s`` adds to an epoch run by ``workers`` processes of ``threads`` threads.
+
+    Its CPU share spreads over ``min(workers, cores)`` processes (threads share
+    one interpreter lock); its waiting share over every thread of every process.
+    """
+    frac = s.cpu_frac
+    procs = max(int(workers), 1)
+    cpu = s.wall_s * frac / (min(procs, cores) if workers > 0 else 1)
+    return cpu + s.wall_s * (1 - frac) / (procs * max(int(threads), 1))
+
+
+def _chain_s(stages: Sequence[StageCost], setting: PipelineSetting, cores: float) -> float:
+    return sum(_stage_s(s, setting.num_workers, setting.threads(s.name), cores) for s in stages)
+
+
 def _epoch_parts(profile: PipelineProfile, setting: PipelineSetting, epoch: int,
-                 cores: float) -> tuple[float, float, float]:
-    """``(serial_s, chain_wall_s, chain_cpu_s)`` of one epoch: main-process work before the
-    loop, and the per-sample chain the workers (or, with none, the main process) run."""
+                 cores: float) -> tuple[float, list[StageCost]]:
+    """``(serial_s, chain)`` of one epoch: main-process work before the loop, and the
+    per-sample stages the workers (or, with none, the main process) run."""
     table = profile.table[setting.backend]
     names = profile.stage_names(setting.backend)
     k = names.index(setting.cache_after) if setting.cache_after is not None else -1
@@ -304,13 +502,10 @@ def _epoch_parts(profile: PipelineProfile, setting: PipelineSetting, epoch: int,
         if epoch == 0:
             # The prefix is computed in one ordered pass through the workers, then kept.
             pre = [*profile.sample[:j + 1]] + ([collate] if k == n_all - 1 else [])
-            pw, pc = _chain(pre)
             w = int(setting.num_workers)
-            serial += _par(pw, pc / pw if pw > 0 else 1.0, w, cores) \
-                + profile.worker_start_s * w
+            serial += _chain_s(pre, setting, cores) + profile.worker_start_s * w
         chain = rest
-    cw, cc = _chain(chain)
-    return serial, cw, cc
+    return serial, chain
 
 
 def predict_epochs(profile: PipelineProfile, setting: PipelineSetting, epochs: int,
@@ -330,12 +525,12 @@ def predict_epochs(profile: PipelineProfile, setting: PipelineSetting, epochs: i
     w = int(setting.num_workers)
     out: list[float] = []
     for e in range(int(epochs)):
-        serial, cw, cc = _epoch_parts(profile, setting, e, cores)
+        serial, chain = _epoch_parts(profile, setting, e, cores)
+        cw = _chain_s(chain, setting, cores)
         if w == 0:
             loop = cw + profile.consumer_s
         else:
-            loop = max(_par(cw, cc / cw if cw > 0 else 1.0, w, cores), profile.consumer_s) \
-                + profile.worker_start_s * w
+            loop = max(cw, profile.consumer_s) + profile.worker_start_s * w
         out.append(serial + loop)
     return out
 
@@ -351,7 +546,7 @@ def _cache_bytes(profile: PipelineProfile, backend: str | None, stage: str | Non
 
 def allocate(profile: PipelineProfile, cores: float, epochs: int,
              memory_limit_bytes: float, max_workers: int | None = None, max_prefetch: int = 8,
-             current: PipelineSetting | None = None) -> Allocation:
+             current: PipelineSetting | None = None, max_threads: int = 32) -> Allocation:
     """The cheapest setting over ``epochs`` epochs within ``memory_limit_bytes``.
 
     Args:
@@ -362,6 +557,8 @@ def allocate(profile: PipelineProfile, cores: float, epochs: int,
         max_workers: Most DataLoader workers (default: ``ceil(cores)``).
         max_prefetch: Largest ``prefetch_factor`` considered.
         current: The setting in use, costed for ``baseline_total_s``.
+        max_threads: Most threads per process for one waiting stage (thread
+            counts are not capped by ``cores``: waiting needs no core).
 
     Returns:
         The :class:`Allocation`.
@@ -374,7 +571,7 @@ def allocate(profile: PipelineProfile, cores: float, epochs: int,
     if cores <= 0:
         raise ValueError(f"cores > 0 must hold, got {cores}")
     wmax = int(max_workers if max_workers is not None else math.ceil(cores))
-    ranked: list[tuple[float, PipelineSetting, LPResult, float]] = []
+    ranked: list[tuple[float, PipelineSetting, LPResult, float, StageLPResult]] = []
     for backend in profile.table:
         names = profile.stage_names(backend)
         for cache in [None, *names]:
@@ -383,15 +580,23 @@ def allocate(profile: PipelineProfile, cores: float, epochs: int,
                 continue  # unknown size (NaN) or too big
             # One LP sizes the pool for the epochs that repeat (after the first, with a
             # cache), one for the first epoch's full chain; both roundings are candidates.
-            lps = []
+            lps, slps = [], []
             for e in sorted({0, 1 if epochs > 1 else 0}, reverse=True):
-                _, chain_s, chain_cpu = _epoch_parts(
+                _, chain = _epoch_parts(
                     profile, PipelineSetting(backend, None if e == 0 else cache, 0), e, cores)
+                chain_s, chain_cpu = _chain(chain)
                 lps.append(solve_lp(profile.n_samples, chain_s, chain_cpu, profile.consumer_s,
                                     profile.consumer_cpu_s, cores, wmax))
+                slps.append(solve_stage_lp(profile.n_samples, chain, profile.consumer_s,
+                                           profile.consumer_cpu_s, cores, wmax, max_threads))
             lp = lps[0]
-            w_opts = {0} | {min(wmax, f(x.workers)) for x in lps for f in (math.floor, math.ceil)
-                            if math.isfinite(x.workers)}
+            w_fracs = [x.workers for x in lps] + [x.workers for x in slps]
+            w_opts = {0} | {min(wmax, f(x)) for x in w_fracs
+                            for f in (math.floor, math.ceil) if math.isfinite(x)}
+            # Threads for waiting stages, where the pipeline can run them (not inside a
+            # per-sample prefix cache's one-off pass).
+            threads_ok = profile.sample and (cache is None or cache == names[-1]
+                                             or names.index(cache) < len(profile.table[backend]))
             for w in sorted(w_opts):
                 p = min(max_prefetch, max(1, math.ceil(profile.burst))) if w > 0 else 2
                 while w > 0 and p > 1 and cache_b + p * w * profile.batch_bytes > memory_limit_bytes:
@@ -399,17 +604,24 @@ def allocate(profile: PipelineProfile, cores: float, epochs: int,
                 mem = cache_b + (p * w * profile.batch_bytes if w > 0 else 0.0)
                 if mem > memory_limit_bytes:
                     continue
-                s = PipelineSetting(backend, cache, w, p)
-                ranked.append((sum(predict_epochs(profile, s, epochs, cores)), s, lp, mem))
+                thread_opts = {()} | ({x.threads(w, max_threads) for x in slps}
+                                      if threads_ok else set())
+                for th in sorted(thread_opts):
+                    s = PipelineSetting(backend, cache, w, p, th)
+                    ranked.append((sum(predict_epochs(profile, s, epochs, cores)), s, lp, mem,
+                                   slps[0]))
     if not ranked:
         raise ValueError(f"no setting fits memory_limit_bytes={memory_limit_bytes:.3g}")
-    ranked.sort(key=lambda r: (r[0], r[1].num_workers, r[1].cache_after is not None))
-    _, best, best_lp, best_mem = ranked[0]
+    ranked.sort(key=lambda r: (r[0] * (1 - 1e-9), r[1].num_workers,
+                               sum(t for _, t in r[1].stage_threads),
+                               r[1].cache_after is not None))
+    _, best, best_lp, best_mem, best_slp = ranked[0]
     base = math.nan
     if current is not None:
         base = sum(predict_epochs(profile, current, epochs, cores))
     return Allocation(best, best_lp, predict_epochs(profile, best, epochs, cores), best_mem,
-                      float(memory_limit_bytes), [(s, t) for t, s, _, _ in ranked], base)
+                      float(memory_limit_bytes), [(s, t) for t, s, _, _, _ in ranked], base,
+                      best_slp)
 
 
 class PrefixCachedDataset(StagedDataset):
@@ -489,6 +701,17 @@ def apply_setting(source: TablePipeline | StagedDataset, setting: PipelineSettin
     """
     cfg = base.replace(num_workers=setting.num_workers, prefetch_factor=setting.prefetch_factor,
                        cache=False)
+    if setting.stage_threads:
+        if isinstance(source, TablePipeline):
+            raise ValueError("stage_threads apply to per-sample stages; a TablePipeline has "
+                             f"none, got stage_threads={setting.stage_threads}")
+        names = list(source.stage_names)
+        if setting.cache_after not in (None, names[-1]):
+            raise ValueError("stage_threads need no cache or a cache after the last stage "
+                             f"({names[-1]!r}), got cache_after={setting.cache_after!r}")
+        from ecopt.data.stage_pool import StagePoolDataset
+
+        source = StagePoolDataset(source, dict(setting.stage_threads))
     if isinstance(source, TablePipeline):
         pipe = source
         if setting.backend is not None and setting.backend != source.backend.name:

@@ -351,6 +351,24 @@ def _figure(figs: Mapping[str, str], key: str, alt: str, caption: str) -> str:
             f'src="data:image/png;base64,{figs[key]}"><figcaption>{_e(caption)}</figcaption></figure>')
 
 
+def _transfer(data: ReportData) -> str:
+    from ecopt.report.transfer import transfer_rows
+
+    rows = transfer_rows(data.spec, data.records)
+    if not rows:
+        return ""
+    head = _th(["source", "study id", "trials used", "hash", "trials from its Pareto set",
+                "proposals modelled with it", "trust at first", "trust now"])
+    body = "".join(_row([_cell(r["label"]), _cell(r["study_id"]), _cell(r["n_records"]),
+                         _cell(r["hash"]), _cell(r["design_trials"]), _cell(r["pooled_trials"]),
+                         _cell(r["trust_first"]), _cell(r["trust_last"])]) for r in rows)
+    return ('<h2 id="transfer">Transfer sources</h2><p>Earlier studies this one learned from, '
+            "read-only: none of their trials is in this study's log, front or counts. Trust is "
+            "the ranking agreement of a source's model with this study's trials (0: none, 1: "
+            "perfect), as recorded with each proposal.</p>"
+            f"<table>{head}{body}</table>")
+
+
 def render_html(data: ReportData, figure_png_b64: Mapping[str, str] | None = None) -> str:
     """The report page as one HTML string.
 
@@ -376,6 +394,7 @@ def render_html(data: ReportData, figure_png_b64: Mapping[str, str] | None = Non
         _fallbacks(data),
         warn,
         '<h2 id="summary">Summary</h2>', _summary(data),
+        _transfer(data),
         '<h2 id="front">Pareto front</h2>',
         _figure(figs, "pareto", "Pareto front plot",
                 "Every trial is a point; the front (orange) is joined by its staircase and "

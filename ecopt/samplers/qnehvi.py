@@ -19,7 +19,8 @@ in four stages, each in its own private module (BoTorch's own layout):
    or every configuration of a small fully discrete space
    (:mod:`~ecopt.samplers._discrete`).
 
-Until ``n_init`` trials exist the proposals are scrambled Sobol points. The
+Until ``n_init`` trials exist the proposals are scrambled Sobol points (by default
+``2 (d + 1)``, fewer in a short study: :meth:`QLogNEHVISampler.initial_design_size`). The
 fast paths (:mod:`~ecopt.samplers._botorch_compat`, the only module that
 touches BoTorch's private parts) fall back in order: a fast path that is
 switched off or fails leaves the proposal to BoTorch's public path
@@ -50,6 +51,14 @@ __all__ = ["QLogNEHVISampler", "QNEHVISampler"]
 
 log = logging.getLogger("ecopt")
 
+#: Without ``n_init``, a study whose ``optimize(n_trials=...)`` call plans few trials spends
+#: at most this fraction of them on the Sobol design, and at least :data:`MIN_INIT` trials
+#: (``benchmarks/short_studies.py`` compares it with ``2 (d + 1)`` and a half).
+SHORT_STUDY_FRACTION = 1 / 3
+#: The smallest default initial design (the model needs two complete trials).
+MIN_INIT = 3
+
+
 def _why(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
@@ -59,7 +68,11 @@ class QLogNEHVISampler(Sampler):
 
     Args:
         seed: Seed (default: the study's).
-        n_init: Sobol trials before the model takes over (default ``2 * (d + 1)``).
+        n_init: Sobol trials before the model takes over. ``None`` (default):
+            ``2 * (d + 1)``, or fewer in a short study: at most a third of the
+            trials the running ``optimize(n_trials=...)`` call plans, at least 3
+            (:meth:`initial_design_size`; each Sobol trial's ``proposal["why"]``
+            names the rule).
         num_restarts: Restarts of the acquisition optimiser (5 lost hypervolume
             on BraninCurrin against 10).
         raw_samples: Raw samples for its initial conditions (512 gave the same
@@ -190,6 +203,21 @@ class QLogNEHVISampler(Sampler):
         #: ``fit_s``, ``acqf_s``; this process's CPU time: ``fit_cpu_s``, ``acqf_cpu_s``).
         self.last_timing: dict[str, float] = {}
         self._warned: set[str] = set()
+        #: The study's transfer sources (:meth:`use_transfer`), else ``None``.
+        self.transfer: Any = None
+
+    def use_transfer(self, sources: Sequence[Any], space: SearchSpace) -> None:
+        """Learn from earlier studies too (``Study(..., transfer_from=...)``).
+
+        Args:
+            sources: :class:`~ecopt.transfer.SourceStudy` list, mapped into ``space``.
+            space: The study's space.
+
+        See :mod:`ecopt.samplers._transfer` for the model and the trust rule.
+        """
+        from ecopt.samplers._transfer import TransferModel
+
+        self.transfer = TransferModel(sources, space, self.objectives) if sources else None
 
     def describe(self) -> dict[str, Any]:
         keys = ("n_init", "num_restarts", "raw_samples", "mc_samples", "maxiter", "warm_start",
@@ -197,6 +225,34 @@ class QLogNEHVISampler(Sampler):
                 "dense_posterior", "sample_around_best", "alpha", "parego_from",
                 "lengthscale_prior", "ref_point_rule", "cost_aware", "cost_exponent")
         return {**super().describe(), **{k: getattr(self, k) for k in keys}}
+
+    def initial_design_size(self, dim: int) -> tuple[int, str]:
+        """How many Sobol trials come before the model, and the rule that said so.
+
+        ``n_init`` when given. Otherwise ``2 (d + 1)``, capped at
+        :data:`SHORT_STUDY_FRACTION` of :attr:`planned_trials` (at least
+        :data:`MIN_INIT`) when the running ``optimize()`` call says how many
+        trials the study will have: without the cap a 10-trial study of 4
+        parameters would be all Sobol and never use its model.
+
+        Args:
+            dim: Number of search-space dimensions.
+
+        Returns:
+            ``(n_init, rule)``; ``rule`` is recorded in each Sobol trial's
+            ``proposal["why"]``.
+        """
+        if self.n_init is not None:
+            return self.n_init, f"n_init={self.n_init}"
+        full = 2 * (dim + 1)
+        planned = getattr(self, "planned_trials", None)
+        if planned is None:
+            return full, f"n_init=2(d+1)={full}"
+        cap = max(MIN_INIT, int(planned * SHORT_STUDY_FRACTION))
+        if cap >= full:
+            return full, f"n_init=2(d+1)={full}"
+        return cap, (f"n_init={cap}: 2(d+1)={full} capped at {SHORT_STUDY_FRACTION:g} of the "
+                     f"{planned} planned trials")
 
     def _sobol(self, space: SearchSpace, start: int, n: int, why: str,
                seen: set[tuple[float, ...]] | None = None,
@@ -225,13 +281,15 @@ class QLogNEHVISampler(Sampler):
     def propose(self, space: SearchSpace, records: Sequence[TrialRecord],
                 pending: Sequence[Params], n: int) -> list[Proposal]:
         started = len(records) + len(pending)
-        n_init = self.n_init if self.n_init is not None else 2 * (space.dim + 1)
+        n_init, rule = self.initial_design_size(space.dim)
         complete = [r for r in records if r.state is TrialState.COMPLETE]
         if space.dim == 0:
             return [Proposal(space.decode([]), "fixed", {}) for _ in range(n)]
+        if self.transfer is not None:
+            return self._propose_transfer(space, records, complete, pending, n, n_init)
         if started < n_init:
             k = min(n, n_init - started)
-            out = self._sobol(space, started, k, "initial design",
+            out = self._sobol(space, started, k, f"initial design ({rule})",
                               self._avoid(space, records, pending))
             if k < n:
                 out += self.propose(space, records, [*pending, *[p.params for p in out]], n - k)
@@ -248,6 +306,70 @@ class QLogNEHVISampler(Sampler):
             log.warning("qLogNEHVI proposal failed (%s); using Sobol points instead", _why(exc))
             return self._sobol(space, started, n, f"model fallback: {_why(exc)}",
                                self._avoid(space, records, pending), fallback=_why(exc))
+
+    def _propose_transfer(self, space: SearchSpace, records: Sequence[TrialRecord],
+                          complete: Sequence[TrialRecord], pending: Sequence[Params], n: int,
+                          n_init: int) -> list[Proposal]:
+        """Proposals of a study with transfer sources (:mod:`ecopt.samplers._transfer`)."""
+        from ecopt.samplers._transfer import TRUST_MIN, public
+
+        tm = self.transfer
+        started = len(records) + len(pending)
+        trust = tm.trust(complete)
+        note = {"sources": public(trust)}
+        trusted = [e for e in trust if e["trust"] is None or e["trust"] >= TRUST_MIN]
+        taken = {tuple(space.encode(r.params)) for r in records}
+        taken |= {tuple(space.encode(p)) for p in pending}
+        out: list[Proposal] = []
+        if started < n_init or len(complete) < 2:
+            for k, params in tm.design_points(trust):
+                if len(out) == n:
+                    break
+                key = tuple(space.encode(params))
+                if key in taken:
+                    continue
+                taken.add(key)
+                out.append(Proposal(space.decode(space.encode(params)), "transfer",
+                                    {"why": "initial design: a source's Pareto set",
+                                     "source": tm.sources[k].label,
+                                     "transfer": note}))
+        if len(out) == n:
+            return out
+        more = [*pending, *[p.params for p in out]]
+        left = n - len(out)
+        now = started + len(out)
+        if (not trusted and now < n_init) or len(complete) < 2:
+            why = "initial design (sources not trusted)" if not trusted else \
+                "fewer than 2 complete trials to model"
+            sob = self._sobol(space, now, left, why, self._avoid(space, records, more))
+            return out + [Proposal(p.params, p.proposed_by, {**p.info, "transfer": note})
+                          for p in sob]
+        extra, used = tm.pooled(trust) if not self.constraints else ([], [])
+        note = {**note, "pooled": [tm.sources[k].label for k in used]}
+        try:
+            from ecopt.samplers._proposal import model_based
+
+            U, info, off, self.last_timing = model_based(
+                self, space, records, [*complete, *extra], more, left)
+        except Exception as exc:  # noqa: BLE001 - never kill a study over a model fit
+            warnings.warn(f"{self.name} could not propose with transfer sources "
+                          f"({_why(exc)}): {left} Sobol point(s) instead", FallbackWarning,
+                          stacklevel=3)
+            sob = self._sobol(space, now, left, f"model fallback: {_why(exc)}",
+                              self._avoid(space, records, more), fallback=_why(exc))
+            return out + [Proposal(p.params, p.proposed_by, {**p.info, "transfer": note})
+                          for p in sob]
+        self._note_off(off)
+        if off:
+            info["fast_path_off"] = dict(sorted(off.items()))
+        for i, u in enumerate(U):
+            info_i = dict(info)
+            if isinstance(info_i.get("cost"), dict) and "predicted_energy_j" in info_i["cost"]:
+                info_i["cost"] = {**info_i["cost"],
+                                  "predicted_energy_j": info_i["cost"]["predicted_energy_j"][i]}
+            info_i["transfer"] = note
+            out.append(Proposal(space.decode(u), self.name, info_i))
+        return out
 
     def _note_off(self, off: dict[str, str]) -> None:
         """Warn once per study (sampler) for each fast path that is off."""

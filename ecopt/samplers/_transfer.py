@@ -1,0 +1,214 @@
+"""Transfer from earlier studies inside the qLogNEHVI loop.
+
+The model is a ranking-weighted pooled model in the spirit of RGPE (Feurer,
+Letham, Hutter, Bakshy, "Practical transfer learning for Bayesian
+optimization"):
+
+1. **Trust.** For each source and each shared objective a GP is fitted once on
+   the source's trials (BoTorch ``SingleTaskGP``). Its posterior mean at the
+   target's complete trials is compared with what they observed: the share of
+   concordant pairs (ties count half) is the ranking score, and the objective's
+   trust is ``max(0, 2 * score - 1)`` (Kendall's tau clipped at 0: a source
+   that ranks no better than chance gets 0). A source's trust is the mean over
+   its objectives. Until :data:`MIN_JUDGED` target trials are complete, a source
+   is trusted (``trust=None``, "not judged yet").
+2. **Initial design.** While a source is trusted (``trust is None`` or
+   ``>= TRUST_MIN``), the initial design takes its Pareto set mapped into the
+   new space (sources in order, each front sorted by its first objective),
+   instead of Sobol points; once every source falls below ``TRUST_MIN``, the
+   rest of the initial design is Sobol, as a cold start.
+3. **Model.** Each trusted source's trials enter the target's GPs, their values
+   moved onto the target's scale by a least-squares line (target observations
+   against the source GP's mean at the same points; slope kept >= 0). Across
+   GPUs the energy and time of a configuration differ by a factor and an offset
+   while their ranking is kept, which this line absorbs. An untrusted source
+   contributes nothing, so an unrelated source costs what a cold start costs
+   after the first trials that judge it.
+
+Every proposal of a study with sources records ``proposal["transfer"]``: per
+source its id, trust (per objective too), whether its trials entered the model,
+and for initial-design points which source point it was.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ecopt.objective import Objective
+from ecopt.pareto import non_dominated
+from ecopt.space import SearchSpace
+from ecopt.trial import TrialRecord, TrialState
+
+__all__ = ["MIN_JUDGED", "TRUST_MIN", "TransferModel"]
+
+#: Complete target trials needed before a source's trust is judged.
+MIN_JUDGED = 3
+#: Trust below which a source is left out of the initial design and the model.
+TRUST_MIN = 0.3
+
+
+def concordance(pred: np.ndarray, obs: np.ndarray) -> float:
+    """Share of pairs of ``obs`` that ``pred`` orders the same way (ties count half)."""
+    n = len(obs)
+    good, total = 0.0, 0
+    for i in range(n):
+        for j in range(i + 1, n):
+            do = obs[i] - obs[j]
+            if do == 0:
+                continue
+            dp = pred[i] - pred[j]
+            total += 1
+            good += 1.0 if dp * do > 0 else 0.5 if dp == 0 else 0.0
+    return good / total if total else 0.5
+
+
+@dataclass
+class _Fitted:
+    """A source's GP per objective (fitted once: the source does not change)."""
+
+    models: dict[str, Any] = field(default_factory=dict)
+
+
+class TransferModel:
+    """The sources of one study, their fitted GPs and the trust rule.
+
+    Args:
+        sources: :class:`~ecopt.transfer.SourceStudy` list (already mapped).
+        space: The new study's space.
+        objectives: The new study's objectives.
+    """
+
+    def __init__(self, sources: Sequence[Any], space: SearchSpace,
+                 objectives: Sequence[Objective]) -> None:
+        self.sources = list(sources)
+        self.space = space
+        self.objectives = list(objectives)
+        self._fitted: dict[int, _Fitted] = {}
+
+    # -- trust ---------------------------------------------------------------
+    def _gp(self, k: int, name: str) -> Any:
+        fitted = self._fitted.setdefault(k, _Fitted())
+        if name not in fitted.models:
+            import torch
+            from botorch.fit import fit_gpytorch_mll
+            from botorch.models import SingleTaskGP
+            from botorch.models.transforms import Normalize, Standardize
+            from gpytorch.mlls import ExactMarginalLogLikelihood
+
+            recs = self.sources[k].records
+            X = torch.tensor(np.array([self.space.encode(r.params) for r in recs]),
+                             dtype=torch.double).reshape(len(recs), self.space.dim)
+            Y = torch.tensor([[r.values[name]] for r in recs], dtype=torch.double)
+            if len(recs) < 2 or float(Y.std()) == 0.0:
+                fitted.models[name] = None
+                return None
+            with torch.random.fork_rng():
+                torch.manual_seed(0)
+                gp = SingleTaskGP(X, Y, input_transform=Normalize(d=self.space.dim,
+                                                                  bounds=_unit(self.space.dim)),
+                                  outcome_transform=Standardize(m=1))
+                fit_gpytorch_mll(ExactMarginalLogLikelihood(gp.likelihood, gp))
+            fitted.models[name] = gp
+        return fitted.models[name]
+
+    def predict(self, k: int, name: str, params: Sequence[dict[str, Any]]) -> np.ndarray | None:
+        """Source ``k``'s GP mean of objective ``name`` at ``params`` (``None``: no model)."""
+        gp = self._gp(k, name)
+        if gp is None or not params:
+            return None
+        import torch
+
+        X = torch.tensor(np.array([self.space.encode(p) for p in params]), dtype=torch.double)
+        with torch.no_grad():
+            return gp.posterior(X.reshape(len(params), self.space.dim)).mean.squeeze(-1).numpy()
+
+    def trust(self, complete: Sequence[TrialRecord]) -> list[dict[str, Any]]:
+        """Each source's trust given the target's complete trials (see the module)."""
+        ok = [r for r in complete if r.state is TrialState.COMPLETE and r.feasible
+              and not r.unreliable]
+        out = []
+        for k, src in enumerate(self.sources):
+            entry: dict[str, Any] = {"source": src.label, "study_id": src.study_id}
+            if len(ok) < MIN_JUDGED or not src.records:
+                entry.update(trust=None if src.records else 0.0, judged_on=len(ok))
+                out.append(entry)
+                continue
+            per: dict[str, float] = {}
+            lines: dict[str, tuple[float, float]] = {}
+            for name in src.objectives:
+                rows = [r for r in ok if name in r.values and math.isfinite(r.values[name])]
+                pred = self.predict(k, name, [r.params for r in rows])
+                if pred is None or len(rows) < MIN_JUDGED:
+                    per[name] = 0.0
+                    continue
+                obs = np.array([r.values[name] for r in rows])
+                per[name] = round(max(0.0, 2.0 * concordance(pred, obs) - 1.0), 4)
+                lines[name] = _line(pred, obs)
+            t = float(np.mean(list(per.values()))) if per else 0.0
+            entry.update(trust=round(t, 4), per_objective=per, judged_on=len(ok))
+            entry["_lines"] = lines
+            out.append(entry)
+        return out
+
+    # -- initial design ------------------------------------------------------
+    def design_points(self, trust: Sequence[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
+        """The trusted sources' Pareto sets, mapped: ``[(source index, params)]``."""
+        out = []
+        for k, src in enumerate(self.sources):
+            t = trust[k].get("trust")
+            if not src.records or (t is not None and t < TRUST_MIN):
+                continue
+            objs = [o for o in self.objectives if o.name in src.objectives]
+            Y = np.array([[r.values[o.name] for o in objs] for r in src.records])
+            mask = non_dominated(Y, [o.direction for o in objs])
+            front = [r for r, m in zip(src.records, mask) if m]
+            sign = objs[0].sign
+            front.sort(key=lambda r: -sign * r.values[objs[0].name])
+            out += [(k, dict(r.params)) for r in front]
+        return out
+
+    # -- model ---------------------------------------------------------------
+    def pooled(self, trust: Sequence[dict[str, Any]]) -> tuple[list[TrialRecord], list[int]]:
+        """Trusted sources' trials on the target's scale (every objective needed).
+
+        Returns:
+            ``(records to add to the model's training data, indices of the sources used)``.
+        """
+        names = [o.name for o in self.objectives]
+        extra: list[TrialRecord] = []
+        used = []
+        for k, src in enumerate(self.sources):
+            t = trust[k].get("trust")
+            lines = trust[k].get("_lines", {})
+            if t is None or t < TRUST_MIN or set(names) - set(lines):
+                continue
+            used.append(k)
+            for r in src.records:
+                values = {n: lines[n][0] + lines[n][1] * r.values[n] for n in names}
+                extra.append(TrialRecord(number=r.number, state=TrialState.COMPLETE,
+                                         params=r.params, values=values,
+                                         proposed_by="transfer"))
+        return extra, used
+
+
+def _unit(d: int) -> Any:
+    import torch
+
+    return torch.stack([torch.zeros(d, dtype=torch.double), torch.ones(d, dtype=torch.double)])
+
+
+def _line(pred: np.ndarray, obs: np.ndarray) -> tuple[float, float]:
+    """``(intercept, slope >= 0)`` of the least-squares line ``obs ~ pred``."""
+    var = float(np.var(pred))
+    slope = 0.0 if var == 0 else max(0.0, float(np.cov(pred, obs, bias=True)[0, 1]) / var)
+    return float(np.mean(obs) - slope * np.mean(pred)), slope
+
+
+def public(trust: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The trust entries without the private fitted lines (what a proposal records)."""
+    return [{k: v for k, v in e.items() if not k.startswith("_")} for e in trust]

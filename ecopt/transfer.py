@@ -1,0 +1,255 @@
+"""Earlier studies as transfer sources of a new one (``Study(..., transfer_from=[...])``).
+
+A source is read read-only: its complete trials inform the new study's model
+and initial design (:mod:`ecopt.samplers._transfer`), never its log, front,
+counts, ``n_trials`` or budget. What was used is recorded in ``study.json``
+(``"transfer"``: path, study id, number of records and a hash of them), so a
+reopened study proposes what it would have.
+
+Matching rules (a source is mapped into the new study's space):
+
+- Parameters match by name. A numeric value outside the new bounds is clipped
+  to them (and snapped to an integer's step); a categorical value maps by
+  value, and a source trial whose value is not among the new choices is
+  dropped (counted in ``dropped``).
+- A parameter only the source has is marginalised: its trials inform the new
+  study at whatever value they had.
+- A parameter only the new study has: the source's trials are placed at the
+  middle of its range (a categorical's first choice, a fixed value as it is).
+- Objectives match by name and direction. A source lacking one of the new
+  objectives informs the others (its trials do not enter the pooled model; its
+  trust is judged on the objectives it has). A source sharing no objective, an
+  objective with the other direction, or a parameter that is numeric on one side
+  and categorical on the other is a :class:`~ecopt.errors.TransferSourceError`
+  naming it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ecopt._types import Params
+from ecopt.errors import TransferSourceError
+from ecopt.objective import Objective
+from ecopt.space import Categorical, Fixed, Float, Int, Parameter, SearchSpace
+from ecopt.trial import TrialRecord, TrialState
+
+__all__ = ["SourceStudy", "load_sources", "records_hash", "study_id"]
+
+
+def study_id(spec: Mapping[str, Any]) -> str:
+    """A stable id of a study: a hash of its name and creation time (12 hex digits)."""
+    sid = spec.get("study_id")
+    if isinstance(sid, str) and sid:
+        return sid
+    key = f"{spec.get('name', '')}|{spec.get('created_at', '')}"
+    return hashlib.sha256(key.encode()).hexdigest()[:12]
+
+
+def records_hash(records: Sequence[TrialRecord]) -> str:
+    """SHA-256 (first 16 hex digits) of the records' numbers, states, params and values."""
+    rows = [[r.number, r.state.value, r.params, r.values] for r in records]
+    text = json.dumps(rows, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@dataclass
+class SourceStudy:
+    """One transfer source, mapped into the new study's space.
+
+    Attributes:
+        label: The path (or ``"<in-memory study NAME>"``).
+        path: The study directory, or ``None`` for an in-memory study.
+        study_id: :func:`study_id` of the source.
+        n_records: How many of its records are used (the first ``n_records``;
+            trials it gained later are ignored, so a reopen proposes the same).
+        hash: :func:`records_hash` of those records.
+        objectives: The new study's objective names the source has.
+        records: Its complete trials mapped into the new space (values of the
+            shared objectives only), in the source's order.
+        dropped: Source trials that could not be mapped (a categorical value
+            not among the new choices; a non-numeric value).
+        rules: Parameter name -> the rule applied (``"matched"``, ``"clipped"``,
+            ``"source only: marginalised"``, ``"new only: middle of its range"``...).
+    """
+
+    label: str
+    path: str | None
+    study_id: str
+    n_records: int
+    hash: str
+    objectives: list[str]
+    records: list[TrialRecord] = field(default_factory=list)
+    dropped: int = 0
+    rules: dict[str, str] = field(default_factory=dict)
+
+    def describe(self) -> dict[str, Any]:
+        """What ``study.json`` records of the source."""
+        return {"path": self.path, "label": self.label, "study_id": self.study_id,
+                "n_records": self.n_records, "hash": self.hash, "objectives": self.objectives,
+                "mapped": len(self.records), "dropped": self.dropped, "rules": self.rules}
+
+
+def _fill(param: Parameter) -> Any:
+    """The value a source trial takes for a parameter only the new study has."""
+    if isinstance(param, Fixed):
+        return param.value
+    if isinstance(param, Categorical):
+        return param.choices[0]
+    return param.decode(0.5)
+
+
+def _kind(param: Parameter) -> str:
+    if isinstance(param, Categorical):
+        return "categorical"
+    if isinstance(param, Fixed):
+        return "fixed"
+    return "numeric"
+
+
+def _map_value(name: str, param: Parameter, value: Any) -> tuple[Any, bool]:
+    """``(value in the new space, clipped?)``; ``(None, False)`` when it has no image."""
+    if isinstance(param, Fixed):
+        return param.value, False
+    if isinstance(param, Categorical):
+        try:
+            return param.validate(value, name), False
+        except (ValueError, TypeError):
+            return None, False
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None, False
+    assert isinstance(param, (Float, Int))
+    low, high = float(param.low), float(param.high)
+    clipped = min(high, max(low, float(value)))
+    out = param.decode(param.encode(clipped))
+    return out, clipped != float(value)
+
+
+def map_into(space: SearchSpace, objectives: Sequence[Objective], src_space: SearchSpace,
+             src_objectives: Sequence[Objective], records: Sequence[TrialRecord],
+             label: str) -> tuple[list[TrialRecord], int, dict[str, str], list[str]]:
+    """Map a source's complete trials into ``space`` (the module's rules).
+
+    Returns:
+        ``(mapped records, dropped, parameter rules, shared objective names)``.
+
+    Raises:
+        TransferSourceError: an objective with the other direction, no shared
+            objective, or a parameter of another kind on each side.
+    """
+    src_dirs = {o.name: o.direction for o in src_objectives}
+    shared = []
+    for o in objectives:
+        if o.name not in src_dirs:
+            continue
+        if src_dirs[o.name] != o.direction:
+            raise TransferSourceError(
+                f"transfer source {label}: objective {o.name!r} is {src_dirs[o.name]!r} there "
+                f"and {o.direction!r} here; objectives match by name and direction")
+        shared.append(o.name)
+    if not shared:
+        raise TransferSourceError(
+            f"transfer source {label} shares no objective with this study (it has "
+            f"{sorted(src_dirs)}, this study {[o.name for o in objectives]}); objectives "
+            "match by name")
+    rules: dict[str, str] = {}
+    for name, param in space.items():
+        if name not in src_space:
+            rules[name] = f"new only: source trials at {_fill(param)!r}"
+            continue
+        a, b = _kind(src_space[name]), _kind(param)
+        if "fixed" not in (a, b) and a != b:
+            raise TransferSourceError(
+                f"transfer source {label}: parameter {name!r} is {a} there and {b} here; "
+                "it cannot be matched (rename one, or leave the source out)")
+        rules[name] = "matched"
+    for name in src_space:
+        if name not in space:
+            rules[name] = "source only: marginalised"
+    out: list[TrialRecord] = []
+    dropped = 0
+    for r in records:
+        if r.state is not TrialState.COMPLETE or not r.feasible or r.unreliable:
+            continue
+        params: Params = {}
+        ok = True
+        for name, param in space.items():
+            if name not in r.params:
+                params[name] = _fill(param)
+                continue
+            v, clipped = _map_value(name, param, r.params[name])
+            if v is None:
+                ok = False
+                break
+            if clipped:
+                rules[name] = "clipped to this study's bounds"
+            params[name] = v
+        values = {k: float(r.values[k]) for k in shared if k in r.values
+                  and isinstance(r.values[k], (int, float)) and math.isfinite(r.values[k])}
+        if not ok or len(values) != len(shared):
+            dropped += 1
+            continue
+        out.append(TrialRecord(number=-1 - len(out), state=TrialState.COMPLETE, params=params,
+                               values=values, proposed_by="transfer"))
+    return out, dropped, rules, shared
+
+
+def _open(src: Any) -> tuple[Any, str, str | None]:
+    """``(loaded study, label, path)`` of a directory or a Study."""
+    from ecopt.study import Study
+
+    if isinstance(src, Study):
+        path = str(src.path) if src.path is not None else None
+        return src, path or f"<in-memory study {src.name!r}>", path
+    if not isinstance(src, (str, Path)):
+        raise TransferSourceError(
+            f"transfer_from takes study directories or ecopt.Study objects, got {src!r}")
+    p = Path(src)
+    if not (p / "study.json").is_file():
+        raise TransferSourceError(
+            f"transfer source {str(p)!r} is not a study directory (no study.json there): it "
+            "is gone or was never a study. Restore it, or open the study without it")
+    return Study.load(p), str(p), str(p.resolve())
+
+
+def load_sources(transfer_from: Sequence[Any], space: SearchSpace,
+                 objectives: Sequence[Objective],
+                 recorded: Sequence[Mapping[str, Any]] | None = None) -> list[SourceStudy]:
+    """Open and map each source; with ``recorded`` (study.json's list), check them.
+
+    Args:
+        transfer_from: Directories or :class:`~ecopt.Study` objects.
+        space, objectives: The new study's.
+        recorded: What a study recorded when it was created: each source must
+            still hold those records (same first ``n_records``, same hash).
+
+    Raises:
+        TransferSourceError: a source is gone, changed, or cannot be matched.
+    """
+    out: list[SourceStudy] = []
+    for i, src in enumerate(transfer_from):
+        study, label, path = _open(src)
+        sid = study_id(study.spec) if study.spec else study_id({"name": study.name})
+        records = list(study.records)
+        if recorded is not None:
+            want = recorded[i]
+            n = int(want.get("n_records", 0))
+            if len(records) < n or records_hash(records[:n]) != want.get("hash"):
+                raise TransferSourceError(
+                    f"transfer source {label} changed since this study was created: it recorded "
+                    f"{n} trials with hash {want.get('hash')}, the source now holds "
+                    f"{len(records)} whose first {min(n, len(records))} hash to "
+                    f"{records_hash(records[:n])}; proposals would differ. Restore the source, "
+                    "or start a new study")
+            records = records[:n]
+        mapped, dropped, rules, shared = map_into(space, objectives, study.space,
+                                                  study.objectives, records, label)
+        out.append(SourceStudy(label, path, sid, len(records), records_hash(records), shared,
+                               mapped, dropped, rules))
+    return out

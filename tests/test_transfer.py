@@ -1,0 +1,181 @@
+"""Study(..., transfer_from=...): sources inform the model and initial design, never the log."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ecopt
+from ecopt import Categorical, Float, Int, Objective, SearchSpace, Study
+from ecopt.errors import TransferSourceError
+
+OBJS = [Objective("a", "min"), Objective("b", "min")]
+
+
+def _f(p: dict, scale: float = 1.0, offset: float = 0.0) -> dict[str, float]:
+    x, y = p["x"], p.get("y", 0.5)
+    return {"a": scale * ((x - 0.3) ** 2 + y) + offset,
+            "b": scale * ((x - 0.7) ** 2 + (1 - y)) + offset}
+
+
+def _source(path: Path, n: int = 10, fn=_f) -> Path:
+    sp = SearchSpace({"x": Float(0, 1), "y": Float(0, 1)})
+    s = Study(sp, OBJS, storage=path, meter="estimate", seed=1, sampler="sobol")
+    for _ in range(n):
+        t = s.ask()
+        s.tell(t, fn(t.params))
+    s.close()
+    return path
+
+
+def _run(study: Study, n: int, fn=_f) -> list:
+    out = []
+    for _ in range(n):
+        t = study.ask()
+        study.tell(t, fn(t.params))
+        out.append(t)
+    return out
+
+
+def test_other_bounds_extra_and_missing_parameter(tmp_path: Path) -> None:
+    src = _source(tmp_path / "src")
+    # x has wider bounds, y exists only in the source, z only here.
+    sp = SearchSpace({"x": Float(0.2, 2.0), "z": Int(1, 5)})
+    st = Study(sp, OBJS, storage=tmp_path / "dst", meter="estimate", seed=0,
+               transfer_from=[src])
+    rec = json.loads((tmp_path / "dst" / "study.json").read_text())["transfer"][0]
+    assert rec["rules"]["y"] == "source only: marginalised"
+    assert rec["rules"]["z"].startswith("new only")
+    assert rec["n_records"] == 10 and len(rec["hash"]) == 16 and rec["study_id"]
+    trials = _run(st, 3, lambda p: _f(p, 2.0, 1.0))
+    assert trials[0].proposed_by == "transfer"
+    for t in trials:
+        assert 0.2 <= t.params["x"] <= 2.0 and t.params["z"] == 3
+    # the source's first Pareto point, clipped into [0.2, 2.0]
+    src_study = ecopt.load_study(src)
+    src_x = {round(max(0.2, r.params["x"]), 9) for r in src_study.best_trials()}
+    assert round(trials[0].params["x"], 9) in src_x
+    st.close()
+
+
+def test_categorical_maps_by_value_and_unmatched_is_an_error(tmp_path: Path) -> None:
+    sp = SearchSpace({"x": Float(0, 1), "opt": Categorical(["adam", "sgd"])})
+    s = Study(sp, OBJS, storage=tmp_path / "src", meter="estimate", seed=1, sampler="sobol")
+    _run(s, 8)
+    s.close()
+    sp2 = SearchSpace({"x": Float(0, 1), "opt": Categorical(["sgd", "lamb"])})
+    st = Study(sp2, OBJS, meter="estimate", transfer_from=tmp_path / "src")
+    src = st.transfer_sources[0]
+    assert all(r.params["opt"] == "sgd" for r in src.records)
+    assert src.dropped + len(src.records) == 8 and src.dropped > 0
+    with pytest.raises(TransferSourceError, match="'opt' is categorical there and numeric"):
+        Study(SearchSpace({"x": Float(0, 1), "opt": Float(0, 1)}), OBJS, meter="estimate",
+              transfer_from=[tmp_path / "src"])
+    with pytest.raises(TransferSourceError, match="objective 'a' is 'min' there and 'max'"):
+        Study(sp2, [Objective("a", "max"), Objective("b", "min")], meter="estimate",
+              transfer_from=[tmp_path / "src"])
+    with pytest.raises(TransferSourceError, match="shares no objective"):
+        Study(sp2, [Objective("c", "min"), Objective("d", "min")], meter="estimate",
+              transfer_from=[tmp_path / "src"])
+
+
+def test_source_trials_never_enter_the_new_study(tmp_path: Path, capsys) -> None:
+    src = _source(tmp_path / "src", n=12)
+    sp = SearchSpace({"x": Float(0, 1), "y": Float(0, 1)})
+    st = Study(sp, OBJS, storage=tmp_path / "dst", meter="estimate", seed=0,
+               transfer_from=[src])
+    _run(st, 9)
+    assert len(st.records) == 9 and [r.number for r in st.records] == list(range(9))
+    assert all(r.number >= 0 for r in st.best_trials())
+    lines = (tmp_path / "dst" / "trials.jsonl").read_text().splitlines()
+    assert len(lines) == 9
+    df = st.trials_dataframe()
+    assert len(df) == 9
+    st.close()
+    # the source is untouched
+    assert len((src / "trials.jsonl").read_text().splitlines()) == 12
+    from ecopt.cli import main
+
+    capsys.readouterr()
+    assert main(["show", str(tmp_path / "dst")]) == 0
+    shown = capsys.readouterr().out
+    assert "transfer sources (1" in shown and str(src) in shown
+    assert "trials: 9 finished" in shown
+    from ecopt.report.html import write_report
+
+    html = write_report(tmp_path / "dst", tmp_path / "r.html")[0].read_text()
+    assert 'id="transfer"' in html and "trust now" in html
+
+
+def test_reopen_reproduces_proposals_and_missing_source_is_an_error(tmp_path: Path) -> None:
+    src = _source(tmp_path / "src")
+    sp = SearchSpace({"x": Float(0, 1), "y": Float(0, 1)})
+    a = Study(sp, OBJS, storage=tmp_path / "a", meter="estimate", seed=0, transfer_from=[src])
+    _run(a, 6)
+    a.close()
+    straight = Study(sp, OBJS, storage=tmp_path / "s", meter="estimate", seed=0,
+                     transfer_from=[src])
+    _run(straight, 6)
+    nxt = straight.ask().params
+    straight.close()
+    # reopened without transfer_from: the recorded source is used again
+    b = Study(sp, OBJS, storage=tmp_path / "a", meter="estimate", seed=0)
+    assert b.transfer_sources and b.transfer_sources[0].hash == \
+        json.loads((tmp_path / "a" / "study.json").read_text())["transfer"][0]["hash"]
+    again = b.ask().params
+    assert again == pytest.approx(nxt)
+    b.close()
+    # the source grew: its first 10 records are used, so proposals do not change
+    grow = Study(SearchSpace({"x": Float(0, 1), "y": Float(0, 1)}), OBJS, storage=src,
+                 meter="estimate", seed=1, sampler="sobol")
+    _run(grow, 2)
+    grow.close()
+    c = Study(sp, OBJS, storage=tmp_path / "a", meter="estimate", seed=0)
+    assert c.transfer_sources[0].n_records == 10
+    c.close()
+    # the source is gone: a clear error naming it
+    (src / "study.json").rename(src / "moved.json")
+    with pytest.raises(TransferSourceError, match="not a study directory"):
+        Study(sp, OBJS, storage=tmp_path / "a", meter="estimate", seed=0)
+    with pytest.raises(TransferSourceError, match="not a study directory"):
+        Study(sp, OBJS, meter="estimate", transfer_from=[tmp_path / "nowhere"])
+
+
+def test_unrelated_source_is_down_weighted(tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    table: dict[float, tuple[float, float]] = {}
+
+    def noise(p: dict) -> dict[str, float]:  # values that mean nothing for the target
+        key = round(p["x"], 12)
+        table.setdefault(key, tuple(rng.uniform(0, 1, 2)))
+        return {"a": table[key][0] * 100, "b": table[key][1] * 100}
+
+    src = _source(tmp_path / "src", n=12, fn=noise)
+    sp = SearchSpace({"x": Float(0, 1), "y": Float(0, 1)})
+    st = Study(sp, OBJS, meter="estimate", seed=0, transfer_from=[src])
+    _run(st, 9)
+    trusts = [t for r in st.records
+              for t in [r.proposal["transfer"]["sources"][0]["trust"]] if t is not None]
+    assert trusts and trusts[-1] < 0.3
+    last = st.records[-1]
+    assert last.proposal["transfer"].get("pooled", []) == []
+    # and a related source (same function, other scale) keeps a high trust
+    good = _source(tmp_path / "good", n=12)
+    st2 = Study(sp, OBJS, meter="estimate", seed=0, transfer_from=[good])
+    _run(st2, 6, lambda p: _f(p, 3.0, 2.0))
+    assert st2.records[-1].proposal["transfer"]["sources"][0]["trust"] >= 0.5
+
+
+def test_transfer_needs_a_model_sampler_and_new_directory(tmp_path: Path) -> None:
+    src = _source(tmp_path / "src")
+    sp = SearchSpace({"x": Float(0, 1), "y": Float(0, 1)})
+    with pytest.raises(ValueError, match="model-based sampler"):
+        Study(sp, OBJS, meter="estimate", sampler="random", transfer_from=[src])
+    plain = Study(sp, OBJS, storage=tmp_path / "p", meter="estimate", seed=0)
+    _run(plain, 2)
+    plain.close()
+    with pytest.raises(TransferSourceError, match="without transfer sources"):
+        Study(sp, OBJS, storage=tmp_path / "p", meter="estimate", transfer_from=[src])
