@@ -157,7 +157,7 @@ def run(args: Any, data: dict[str, Any]) -> dict[str, Any]:
         space = ecopt.SearchSpace({"backend": ecopt.Categorical(list(args.backends)),
                                    "repeat": ecopt.Int(0, max(1, args.repeats - 1))})
         study = ecopt.Study(space, [ecopt.Objective(quality, direction),
-                                    ecopt.Objective("samples_per_joule", "max")],
+                                    ecopt.Objective("train_rows_per_joule", "max")],
                             storage=C.study_dir(Path(args.out) / name, args.overwrite),
                             sampler="random", meter=args.meter, seed=args.seed)
         for b in args.backends:  # warm-up per backend (imports, first calls), not recorded

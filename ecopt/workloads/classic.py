@@ -26,7 +26,7 @@ Example:
     >>> objective = ClassicTabularObjective("random_forest")
     >>> study = ecopt.Study(ecopt.SearchSpace({"backend": ecopt.Categorical(["pandas", "polars"])}),
     ...                     [ecopt.Objective("rmse", "min"),
-    ...                      ecopt.Objective("samples_per_joule", "max")])
+    ...                      ecopt.Objective("train_rows_per_joule", "max")])
     >>> study.optimize(objective, n_trials=2)
 """
 
@@ -46,7 +46,13 @@ from ecopt.data.schema import INSURANCE, MOVIELENS
 from ecopt.errors import EcoptError
 from ecopt.trial import Trial
 from ecopt.workloads.ncf import RatingsSource, hit_rate, leave_last_out
-from ecopt.workloads.tabular import TabularObjective, finish_trial, set_threads
+from ecopt.workloads.tabular import (
+    TRAIN_METRIC,
+    TabularObjective,
+    check_returns,
+    finish_trial,
+    set_threads,
+)
 
 __all__ = ["ClassicTabularObjective", "MatrixFactorizationObjective", "CLASSIC_MODELS",
            "build_classic_model", "build_biased_mf", "ModelUnavailableError"]
@@ -135,7 +141,7 @@ class ClassicTabularObjective:
         data: An Insurance CSV/Parquet file; ``None`` generates one of ``n_rows``
             (the real schema, not the real data).
         n_rows, missing_frac: Generated table.
-        returns: Names returned (default ``rmse``, ``samples_per_joule``).
+        returns: Names returned (default ``rmse``, ``train_rows_per_joule``).
         defaults: Knob values when the trial does not set them (``backend``,
             ``threads``, and any model option, e.g. ``n_estimators``).
         seed: Split, generator and model seed.
@@ -159,7 +165,8 @@ class ClassicTabularObjective:
         if self.model not in CLASSIC_MODELS:
             raise ValueError(f"model must be one of {sorted(CLASSIC_MODELS)}, got {self.model!r}")
         if self.returns is None:
-            self.returns = ("rmse", "samples_per_joule")
+            self.returns = ("rmse", TRAIN_METRIC)
+        self.returns = check_returns(self.returns, type(self).__name__)
         self._tab = TabularObjective("regression", data=self.data, n_rows=self.n_rows,
                                      missing_frac=self.missing_frac, seed=self.seed)
 
@@ -225,7 +232,7 @@ class MatrixFactorizationObjective(RatingsSource):
         data: A ``ratings.dat`` file; ``None`` generates one (real schema,
             generated ratings).
         n_users, n_movies, n_ratings, full: Generated sizes (``full``: ML-1M's).
-        returns: Names returned (default ``rmse``, ``samples_per_joule``).
+        returns: Names returned (default ``rmse``, ``train_rows_per_joule``).
         defaults: Knob values when the trial does not set them.
         seed: Generator, split and training seed.
 
@@ -241,7 +248,8 @@ class MatrixFactorizationObjective(RatingsSource):
 
     def __post_init__(self) -> None:
         if self.returns is None:
-            self.returns = ("rmse", "samples_per_joule")
+            self.returns = ("rmse", TRAIN_METRIC)
+        self.returns = check_returns(self.returns, type(self).__name__)
 
     @staticmethod
     def split(table: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:

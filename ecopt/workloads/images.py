@@ -22,7 +22,8 @@ copied from pinned memory; a CUDA out-of-memory makes the trial infeasible
 Phases: ``load`` (list the folder), ``preprocess`` (with ``cache``: decode every
 training image once; without it this phase is empty and decoding happens in
 ``train``), ``train``, ``inference`` (decode and classify the test images).
-Returns ``accuracy`` and ``samples_per_joule`` as in :mod:`ecopt.workloads.tabular`.
+Returns ``accuracy`` and ``train_rows_per_joule`` (training images x epochs per
+joule) as in :mod:`ecopt.workloads.tabular`.
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ from ecopt.trial import Trial
 from ecopt.workloads.device import Precision, place_model
 from ecopt.workloads.tabular import (
     DeviceObjective,
+    TRAIN_METRIC,
+    check_returns,
     finish_trial,
     generated_path,
     set_threads,
@@ -64,7 +67,7 @@ class ImageFolderObjective(DeviceObjective):
         data: The image folder; ``None`` generates one.
         n_classes, images_per_class, size: Generated folder shape.
         test_fraction: Seeded share of images held out.
-        returns: Names returned (default ``accuracy``, ``samples_per_joule``).
+        returns: Names returned (default ``accuracy``, ``train_rows_per_joule``).
         defaults: Knob values when the trial does not set them.
         seed: Split, generator and training seed.
         device: ``auto``, ``cpu``, ``cuda`` or ``cuda:N``.
@@ -89,7 +92,8 @@ class ImageFolderObjective(DeviceObjective):
         if not 0 < self.test_fraction < 1:
             raise ValueError(f"test_fraction must lie in (0, 1), got {self.test_fraction}")
         if self.returns is None:
-            self.returns = ("accuracy", "samples_per_joule")
+            self.returns = ("accuracy", TRAIN_METRIC)
+        self.returns = check_returns(self.returns, type(self).__name__)
 
     def root(self) -> Path:
         if self.data is not None:

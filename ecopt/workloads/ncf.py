@@ -23,13 +23,14 @@ Phases and returns are those of :mod:`ecopt.workloads.tabular`; ``preprocess``
 holds the backend's stages and then the (backend-independent, numpy)
 leave-one-out split and negative sampling, whose seconds are recorded apart as
 ``split_and_negatives_s``. The objective returns ``hit_rate`` and
-``samples_per_joule`` (training pairs x epochs per joule of load + preprocess +
-train), with per-phase peak RAM as metrics.
+``train_rows_per_joule`` (training pairs x epochs per joule of load + preprocess +
+train; formerly ``samples_per_joule``, still accepted in ``returns`` with a
+``DeprecationWarning``), with per-phase peak RAM as metrics.
 
 Example:
     >>> objective = NCFObjective(data="ml-1m/ratings.dat")
     >>> study = ecopt.Study(space, [ecopt.Objective("hit_rate", "max"),
-    ...                             ecopt.Objective("samples_per_joule", "max")])
+    ...                             ecopt.Objective("train_rows_per_joule", "max")])
 """
 
 from __future__ import annotations
@@ -50,7 +51,9 @@ from ecopt.data.schema import MOVIELENS, TensorTable
 from ecopt.trial import Trial
 from ecopt.workloads.device import Precision, place_model, to_device
 from ecopt.workloads.tabular import (
+    TRAIN_METRIC,
     DeviceObjective,
+    check_returns,
     finish_trial,
     generated_path,
     set_threads,
@@ -201,7 +204,7 @@ class NCFObjective(RatingsSource, DeviceObjective):
         n_users, n_movies, n_ratings: Generated sizes.
         full: Generate MovieLens-1M's full size (6,040 users, 3,706 movies,
             1,000,209 ratings).
-        returns: Names returned to the study (default ``hit_rate``, ``samples_per_joule``).
+        returns: Names returned to the study (default ``hit_rate``, ``train_rows_per_joule``).
         defaults: Knob values when the trial does not set them.
         seed: Generator, sampling and training seed.
         device: ``auto``, ``cpu``, ``cuda`` or ``cuda:N``.
@@ -216,7 +219,8 @@ class NCFObjective(RatingsSource, DeviceObjective):
 
     def __post_init__(self) -> None:
         if self.returns is None:
-            self.returns = ("hit_rate", "samples_per_joule")
+            self.returns = ("hit_rate", TRAIN_METRIC)
+        self.returns = check_returns(self.returns, type(self).__name__)
 
     @staticmethod
     def examples(table: TensorTable, num_negatives: int, rng: np.random.Generator

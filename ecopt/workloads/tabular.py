@@ -38,10 +38,13 @@ Phases: ``load`` (read the file), ``preprocess`` (impute -> encode -> normalise
 -> tensors, split), ``train`` (with the input pipeline inside: without
 ``cache`` each epoch re-runs it), ``inference`` (test set). Each phase's peak
 RSS is recorded as ``peak_ram_mb_<phase>``. The objective returns the quality
-metric and ``samples_per_joule``: training samples (rows x epochs) per joule
+metric and ``train_rows_per_joule``: training samples (rows x epochs) per joule
 of load + preprocess + train, i.e. the end-to-end training efficiency the
-data-side knobs move. ``samples_per_joule_train`` and
-``samples_per_joule_inference`` are recorded as metrics too.
+data-side knobs move (called ``samples_per_joule`` before; that name, which
+means inference samples per joule elsewhere in ecopt, still works in
+``returns`` with a ``DeprecationWarning``). ``samples_per_joule_train`` and
+``samples_per_joule_inference`` (each phase's own samples per joule) are
+recorded as metrics too.
 
 Normalisation constants are computed on the whole table before the split (as
 in the data study's simple pipelines); the test rows are a seeded 20 %.
@@ -52,7 +55,7 @@ Example:
     ...                            "batch_size": ecopt.Int(16, 256, log=True),
     ...                            "lr": ecopt.Float(1e-3, 1e-1, log=True)})
     >>> study = ecopt.Study(space, [ecopt.Objective("rmse", "min"),
-    ...                             ecopt.Objective("samples_per_joule", "max")])
+    ...                             ecopt.Objective("train_rows_per_joule", "max")])
     >>> study.optimize(objective, n_trials=20)
 """
 
@@ -81,6 +84,7 @@ from ecopt.workloads.device import (
 )
 
 __all__ = ["TabularObjective", "build_mlp_regressor", "profile_target", "finish_trial",
+           "check_returns", "TRAIN_METRIC", "DEPRECATED_TRAIN_METRIC",
            "generated_path", "set_threads", "DeviceObjective"]
 
 _GENERATED: dict[tuple[Any, ...], Path] = {}
@@ -95,19 +99,58 @@ def generated_path(kind: str, key: tuple[Any, ...], writer: Callable[[Path], Pat
     return _GENERATED[k]
 
 
+#: The unqualified ``samples_per_joule`` means inference samples per joule everywhere in
+#: ecopt (``trial.samples_per_joule("inference")``, the NAS and classifier workloads); the
+#: data workloads' end-to-end training figure is therefore called ``train_rows_per_joule``.
+TRAIN_METRIC = "train_rows_per_joule"
+#: Its old name, still accepted in ``returns`` with a ``DeprecationWarning``.
+DEPRECATED_TRAIN_METRIC = "samples_per_joule"
+
+
+def check_returns(returns: Sequence[str], owner: str) -> tuple[str, ...]:
+    """``returns`` as a tuple, warning once when it asks for the deprecated training metric.
+
+    Args:
+        returns: Names the workload should return.
+        owner: The workload's class name, for the warning.
+
+    Returns:
+        The names, unchanged (the old name keeps working: the same number is
+        returned under it).
+    """
+    out = tuple(returns)
+    if DEPRECATED_TRAIN_METRIC in out:
+        import warnings
+
+        warnings.warn(
+            f"{owner}: returns={list(out)} asks for 'samples_per_joule', which these data "
+            f"workloads used for training rows (x epochs) per joule of load + preprocess + "
+            f"train; that figure is now named '{TRAIN_METRIC}' (in ecopt 'samples_per_joule' "
+            "means inference samples per joule). The old name still returns the training "
+            f"figure for now; rename the objective to '{TRAIN_METRIC}'",
+            DeprecationWarning, stacklevel=3)
+    return out
+
+
 def finish_trial(trial: Trial, quality_name: str, quality: float, train_samples: int,
                  returns: Sequence[str]) -> dict[str, float]:
     """Record samples/J metrics and return the names the study asked for.
 
-    ``samples_per_joule`` = training samples per joule of load + preprocess +
-    train; anything computed but not in ``returns`` goes to ``trial.set_metric``.
+    ``train_rows_per_joule`` = training samples (rows x epochs) per joule of
+    load + preprocess + train (returned under ``samples_per_joule`` too when
+    ``returns`` names the deprecated alias); ``samples_per_joule_train`` and
+    ``samples_per_joule_inference`` are each phase's own samples per joule.
+    Anything computed but not in ``returns`` goes to ``trial.set_metric``.
     """
     pipe = [p for p in ("load", "preprocess", "train") if p in trial.phases]
     e_pipe = sum(trial.phases[p].energy_j for p in pipe)
     values: dict[str, float] = {quality_name: float(quality)}
+    asked = TRAIN_METRIC in returns or DEPRECATED_TRAIN_METRIC in returns
     if e_pipe > 0:
-        values["samples_per_joule"] = train_samples / e_pipe
-        if "samples_per_joule" in returns and all(trial.phases[p].short_window for p in pipe):
+        values[TRAIN_METRIC] = train_samples / e_pipe
+        if DEPRECATED_TRAIN_METRIC in returns:
+            values[DEPRECATED_TRAIN_METRIC] = values[TRAIN_METRIC]
+        if asked and all(trial.phases[p].short_window for p in pipe):
             for p in pipe:  # every window of the figure is noise: the trial says so
                 trial.energy_j(p)
     for ph in ("train", "inference"):
@@ -131,7 +174,8 @@ def finish_trial(trial: Trial, quality_name: str, quality: float, train_samples:
     missing = [r for r in returns if r not in out]
     if missing:
         raise ValueError(f"cannot return {missing}: the meter gave no energy (use a meter "
-                         "with energy, e.g. meter='estimate')" if "samples_per_joule" in missing
+                         "with energy, e.g. meter='estimate')"
+                         if {TRAIN_METRIC, DEPRECATED_TRAIN_METRIC} & set(missing)
                          else f"unknown return names {missing}")
     return out
 
@@ -229,7 +273,8 @@ class TabularObjective(DeviceObjective):
             raise ValueError(f"test_fraction must lie in (0, 1), got {self.test_fraction}")
         self.quality = "rmse" if self.task == "regression" else "accuracy"
         if self.returns is None:
-            self.returns = (self.quality, "samples_per_joule")
+            self.returns = (self.quality, TRAIN_METRIC)
+        self.returns = check_returns(self.returns, type(self).__name__)
 
     @property
     def schema(self) -> TableSchema:

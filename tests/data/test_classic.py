@@ -32,7 +32,7 @@ def test_each_model_trains_with_phases_and_estimated_energy(model):
     out = _run(ClassicTabularObjective(model, n_rows=150, defaults=TINY[model]),
                {"backend": "polars"})
     assert set(out.phases) == {"load", "preprocess", "train", "inference"}
-    assert math.isfinite(out.returned["rmse"]) and out.returned["samples_per_joule"] > 0
+    assert math.isfinite(out.returned["rmse"]) and out.returned["train_rows_per_joule"] > 0
     assert not any(p.measurement.measured for p in out.phases.values())
     assert out.user_attrs["model"] == model
 

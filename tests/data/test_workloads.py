@@ -25,14 +25,14 @@ def test_study_over_backends_and_workers_records_failures_and_goes_on(tmp_path, 
         "threads": ecopt.Fixed(1),
     })
     study = ecopt.Study(space, [ecopt.Objective("rmse", "min"),
-                                ecopt.Objective("samples_per_joule", "max")],
+                                ecopt.Objective("train_rows_per_joule", "max")],
                         storage=tmp_path / "study", sampler="grid", meter="estimate")
     study.optimize(TabularObjective(n_rows=200), n_trials=4, show_progress=False)
     recs = {(r.params["backend"], r.params["num_workers"]): r for r in study.records}
     assert len(recs) == 4
     ok = recs[("polars", 0)]
     assert ok.state is TrialState.COMPLETE
-    assert ok.values["rmse"] > 0 and ok.values["samples_per_joule"] > 0
+    assert ok.values["rmse"] > 0 and ok.values["train_rows_per_joule"] > 0
     assert set(ok.phases) == {"load", "preprocess", "train", "inference"}
     assert ok.phases["train"].samples == 160 * 2
     assert ok.metrics["peak_ram_mb_train"] > 0 and not ok.measured
@@ -50,9 +50,22 @@ def test_classification_reports_accuracy():
     trial = Trial(0, {"backend": "pandas", "epochs": 3, "cache": False, "threads": 1},
                   get_meter("estimate"))
     out = obj(trial)
-    assert set(out) == {"accuracy", "samples_per_joule"}
+    assert set(out) == {"accuracy", "train_rows_per_joule"}
     assert 0.5 <= out["accuracy"] <= 1.0  # smoker is easy to read off charges
     assert "samples_per_joule_inference" in trial.metrics
+    assert "samples_per_joule" not in trial.metrics  # one name, one definition
+
+
+def test_old_training_metric_name_still_works_with_a_deprecation_warning():
+    with pytest.warns(DeprecationWarning, match="train_rows_per_joule"):
+        obj = TabularObjective(n_rows=200, returns=("rmse", "samples_per_joule"))
+    trial = Trial(0, {"backend": "pandas", "epochs": 2, "threads": 1}, get_meter("estimate"))
+    out = obj(trial)
+    assert set(out) == {"rmse", "samples_per_joule"}
+    # The same figure as the new name: training rows x epochs per joule of the pipeline.
+    e = sum(trial.phases[p].energy_j for p in ("load", "preprocess", "train"))
+    assert out["samples_per_joule"] == pytest.approx(160 * 2 / e)
+    assert trial.metrics["train_rows_per_joule"] == out["samples_per_joule"]
 
 
 def test_leave_last_out_and_hit_rate_by_hand():
@@ -79,7 +92,7 @@ def test_ncf_objective_reports_hit_rate():
     trial = Trial(0, {"backend": "polars", "epochs": 1, "batch_size": 512, "threads": 1},
                   get_meter("estimate"))
     out = obj(trial)
-    assert 0.0 <= out["hit_rate"] <= 1.0 and out["samples_per_joule"] > 0
+    assert 0.0 <= out["hit_rate"] <= 1.0 and out["train_rows_per_joule"] > 0
     # The 30 test users, scored again and again until the window is long enough to measure.
     calls = trial.metrics["inference_calls"]
     assert trial.phases["inference"].samples == 30 * calls
