@@ -338,8 +338,11 @@ def _polars_lazy_plan(dataset: str, path: Path
         # One-hot needs the categories: the one small aggregate a lazy plan must collect first.
         cats = j.select([pl.col(c).fill_null("missing").unique().sort().implode()
                          for c in _INS_CAT]).collect().row(0)
-        dummies = [(pl.col(c).fill_null("missing") == v).cast(pl.Float32).alias(f"{c}_{v}")
-                   for c, vals in zip(_INS_CAT, cats) for v in vals]
+        dummies = sorted(((f"{c}_{v}", (pl.col(c).fill_null("missing") == v)
+                          .cast(pl.Float32).alias(f"{c}_{v}"))
+                          for c, vals in zip(_INS_CAT, cats) for v in vals),
+                         key=lambda kv: kv[0])  # eager's column order: names sorted
+        dummies = [e for _, e in dummies]
         s["x"] = j.select(num + dummies + [pl.col("charges").cast(pl.Float32)])
         return s["x"]
 
