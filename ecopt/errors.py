@@ -87,6 +87,10 @@ class DaskUnavailableError(EcoptError):
     """Dask distributed is not installed, or its scheduler cannot be reached."""
 
 
+class SparkUnavailableError(EcoptError):
+    """pyspark or Java is not installed, or the Spark master cannot be reached."""
+
+
 class BackendUnavailableError(EcoptError):
     """The dataframe library a backend needs is not installed."""
 

@@ -10,7 +10,7 @@ kind          built-in names
 samplers      qlognehvi, qnehvi, random, sobol, grid
 pruners       none, hyperband, dominance
 meters        auto, nvml, rapl, codecarbon, estimate, wallclock
-executors     local, processes, dask
+executors     local, processes, dask, spark
 ============  =========================================================
 
 Third-party packages add their own through entry points, as pytest plugins and
@@ -71,6 +71,7 @@ BUILTIN: dict[str, dict[str, str]] = {
         "local": "ecopt.executors.local:LocalExecutor",
         "processes": "ecopt.executors.processes:ProcessExecutor",
         "dask": "ecopt.executors.dask:DaskExecutor",
+        "spark": "ecopt.executors.spark:SparkExecutor",
     },
 }
 

@@ -810,7 +810,7 @@ class Study:
                 the three is needed).
             batch_size: ``q``, proposals made together per round (at most the
                 executor's free slots).
-            executor: ``"local"``, ``"processes"``, ``"dask"`` or an
+            executor: ``"local"``, ``"processes"``, ``"dask"``, ``"spark"`` or an
                 :class:`~ecopt.executors.Executor` (e.g. ``ecopt.DaskExecutor(...)``).
                 An executor passed by name is closed at the end; an instance is not.
             timeout_s: Stop proposing new trials after this many seconds (trials
@@ -951,10 +951,16 @@ class Study:
                                 asynchronous, hooks, energy_budget_j=energy_budget_j,
                                 fail_fast=int(fail_fast) if fail_fast else None)
             self._optimizing = True
+            planned_before = getattr(self.sampler, "planned_trials", None)
+            if self.sampler is not None:
+                self.sampler.planned_trials = (self._next_number + n_trials
+                                               if n_trials is not None else None)
             try:
                 done = loop.run()
             finally:
                 self._optimizing = False
+                if self.sampler is not None:
+                    self.sampler.planned_trials = planned_before
                 self.stop_reason = loop.stop_reason
                 self._stop_requested = False
                 if owns_executor:

@@ -1,7 +1,8 @@
 """Where trials run: in-process (``"local"``), a local process pool (``"processes"``),
-or a Dask cluster (:class:`~ecopt.executors.dask.DaskExecutor`, ``"dask"``).
+a Dask cluster (:class:`~ecopt.executors.dask.DaskExecutor`, ``"dask"``) or Spark
+(:class:`~ecopt.executors.spark.SparkExecutor`, ``"spark"``).
 
-Dask is imported only when the Dask executor is used.
+Dask and pyspark are imported only when their executor is used.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ __all__ = [
     "LocalExecutor",
     "ProcessExecutor",
     "DaskExecutor",
+    "SparkExecutor",
     "get_executor",
     "overlapping_trials",
     "EXECUTOR_NAMES",
@@ -38,7 +40,8 @@ def get_executor(spec: str | Executor = "local", **options: Any) -> Executor:
     Args:
         spec: ``"local"`` (in-process, sequential), ``"processes"`` (a pool of
             local worker processes, one per core), ``"dask"`` (an embedded Dask
-            ``LocalCluster`` on 127.0.0.1), a name a package registered, or an
+            ``LocalCluster`` on 127.0.0.1), ``"spark"`` (an embedded Spark
+            ``local-cluster`` on 127.0.0.1), a name a package registered, or an
             :class:`Executor`.
         **options: Passed to the executor's constructor (e.g. ``n_workers``,
             ``trial_timeout_s``).
@@ -54,4 +57,8 @@ def __getattr__(name: str) -> Any:
         from ecopt.executors.dask import DaskExecutor
 
         return DaskExecutor
+    if name == "SparkExecutor":  # imports pyspark: only on first use
+        from ecopt.executors.spark import SparkExecutor
+
+        return SparkExecutor
     raise AttributeError(f"module 'ecopt.executors' has no attribute {name!r}")

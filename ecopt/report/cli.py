@@ -38,6 +38,7 @@ from ecopt.report.data import (
     check_axis,
     fallback_line,
 )
+from ecopt.trial import TrialRecord
 
 __all__ = ["report_main", "plot_main", "compare_main", "show_main"]
 
@@ -51,6 +52,39 @@ def _warn(cmd: str, warnings: Sequence[str]) -> None:
 
 def _fmt(v: Any) -> str:
     return _clean(fmt_number(v))
+
+
+def _spans(numbers: Sequence[int]) -> str:
+    """``[0, 1, 2, 5, 7, 8]`` -> ``"0-2, 5, 7-8"``."""
+    parts: list[str] = []
+    nums = sorted(numbers)
+    i = 0
+    while i < len(nums):
+        j = i
+        while j + 1 < len(nums) and nums[j + 1] == nums[j] + 1:
+            j += 1
+        parts.append(f"{nums[i]}" if i == j else f"{nums[i]}-{nums[j]}")
+        i = j + 1
+    return ", ".join(parts)
+
+
+def _proposers_line(records: Sequence[TrialRecord]) -> str:
+    """Which trials each sampler proposed, in order of first use, with the rule that sized
+    the Sobol initial design when a trial recorded it (``proposal["why"]``).
+
+    Example: ``sobol: 3 trials (0-2), initial design (n_init=3: ...); qlognehvi: 7 trials (3-9)``.
+    """
+    by: dict[str, list[int]] = {}
+    why: dict[str, str] = {}
+    for r in sorted(records, key=lambda r: r.number):
+        by.setdefault(r.proposed_by, []).append(r.number)
+        w = r.proposal.get("why") if isinstance(r.proposal, dict) else None
+        if isinstance(w, str) and r.proposed_by not in why:
+            why[r.proposed_by] = w
+    return "; ".join(f"{_clean(name)}: {len(nums)} trial{'s' if len(nums) != 1 else ''} "
+                     f"({_spans(nums)})" + (f", {_clean(why[name])}"
+                                            if name in why else "")
+                     for name, nums in by.items())
 
 
 def _table(head: Sequence[str], rows: Sequence[Sequence[Any]], indent: str = "  ") -> str:
@@ -286,6 +320,8 @@ def show_text(data: ReportData, color: bool = False) -> str:
                f"{c['violates_constraints']} broke a constraint, {c['failed']} failed, "
                f"{c['infeasible']} infeasible, {c.get('pruned', 0)} pruned"
                + (f"; started but unfinished: {list(data.unfinished)}" if data.unfinished else ""))
+    if data.records:
+        out.append("proposed by: " + _proposers_line(data.records))
     if data.sobol_fallbacks:
         out.append(_FALLBACK_SLOT)
     est = " (estimated)" if data.energy_estimated else ""
@@ -309,7 +345,7 @@ def show_text(data: ReportData, color: bool = False) -> str:
                 if k not in params:
                     params.append(k)
         head = ["trial"] + params + [data.axis_label(n) for n in data.objective_names] \
-            + [f"energy J{est}", "source"]
+            + [f"energy J{est}", "source", "proposed by"]
         rows = []
         for r in data.front_records():
             srcs = sorted({cmp.source for p in r.phases.values()
@@ -317,7 +353,8 @@ def show_text(data: ReportData, color: bool = False) -> str:
             rows.append([f"{r.number}{'*' if r.number == data.knee else ''}"]
                         + [r.params.get(p) for p in params]
                         + [r.values.get(n) for n in data.objective_names]
-                        + [r.energy_j if r.phases else None, ",".join(srcs) or "-"])
+                        + [r.energy_j if r.phases else None, ",".join(srcs) or "-",
+                           r.proposed_by])
         out.append(f"\nPareto front ({len(data.front)} trials, * = knee):")
         out.append(_table(head, rows))
         out.append("\nbest per objective:")

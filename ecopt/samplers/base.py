@@ -55,6 +55,11 @@ class Sampler(ABC):
 
     def __init__(self, seed: int | None = None) -> None:
         self.seed = seed
+        #: How many trials the study will have when the running :meth:`ecopt.Study.optimize`
+        #: call ends (trials started before it plus its ``n_trials``); ``None`` outside
+        #: ``optimize()`` or when the call has no ``n_trials``. Set by the study; a sampler
+        #: may size its initial design by it (``QLogNEHVISampler`` does).
+        self.planned_trials: int | None = None
         self.objectives: list[Objective] = []
         self.constraints: list[Constraint] = []
 

@@ -19,7 +19,8 @@ in four stages, each in its own private module (BoTorch's own layout):
    or every configuration of a small fully discrete space
    (:mod:`~ecopt.samplers._discrete`).
 
-Until ``n_init`` trials exist the proposals are scrambled Sobol points. The
+Until ``n_init`` trials exist the proposals are scrambled Sobol points (by default
+``2 (d + 1)``, fewer in a short study: :meth:`QLogNEHVISampler.initial_design_size`). The
 fast paths (:mod:`~ecopt.samplers._botorch_compat`, the only module that
 touches BoTorch's private parts) fall back in order: a fast path that is
 switched off or fails leaves the proposal to BoTorch's public path
@@ -50,6 +51,14 @@ __all__ = ["QLogNEHVISampler", "QNEHVISampler"]
 
 log = logging.getLogger("ecopt")
 
+#: Without ``n_init``, a study whose ``optimize(n_trials=...)`` call plans few trials spends
+#: at most this fraction of them on the Sobol design, and at least :data:`MIN_INIT` trials
+#: (``benchmarks/short_studies.py`` compares it with ``2 (d + 1)`` and a half).
+SHORT_STUDY_FRACTION = 1 / 3
+#: The smallest default initial design (the model needs two complete trials).
+MIN_INIT = 3
+
+
 def _why(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
@@ -59,7 +68,11 @@ class QLogNEHVISampler(Sampler):
 
     Args:
         seed: Seed (default: the study's).
-        n_init: Sobol trials before the model takes over (default ``2 * (d + 1)``).
+        n_init: Sobol trials before the model takes over. ``None`` (default):
+            ``2 * (d + 1)``, or fewer in a short study: at most a third of the
+            trials the running ``optimize(n_trials=...)`` call plans, at least 3
+            (:meth:`initial_design_size`; each Sobol trial's ``proposal["why"]``
+            names the rule).
         num_restarts: Restarts of the acquisition optimiser (5 lost hypervolume
             on BraninCurrin against 10).
         raw_samples: Raw samples for its initial conditions (512 gave the same
@@ -213,6 +226,34 @@ class QLogNEHVISampler(Sampler):
                 "lengthscale_prior", "ref_point_rule", "cost_aware", "cost_exponent")
         return {**super().describe(), **{k: getattr(self, k) for k in keys}}
 
+    def initial_design_size(self, dim: int) -> tuple[int, str]:
+        """How many Sobol trials come before the model, and the rule that said so.
+
+        ``n_init`` when given. Otherwise ``2 (d + 1)``, capped at
+        :data:`SHORT_STUDY_FRACTION` of :attr:`planned_trials` (at least
+        :data:`MIN_INIT`) when the running ``optimize()`` call says how many
+        trials the study will have: without the cap a 10-trial study of 4
+        parameters would be all Sobol and never use its model.
+
+        Args:
+            dim: Number of search-space dimensions.
+
+        Returns:
+            ``(n_init, rule)``; ``rule`` is recorded in each Sobol trial's
+            ``proposal["why"]``.
+        """
+        if self.n_init is not None:
+            return self.n_init, f"n_init={self.n_init}"
+        full = 2 * (dim + 1)
+        planned = getattr(self, "planned_trials", None)
+        if planned is None:
+            return full, f"n_init=2(d+1)={full}"
+        cap = max(MIN_INIT, int(planned * SHORT_STUDY_FRACTION))
+        if cap >= full:
+            return full, f"n_init=2(d+1)={full}"
+        return cap, (f"n_init={cap}: 2(d+1)={full} capped at {SHORT_STUDY_FRACTION:g} of the "
+                     f"{planned} planned trials")
+
     def _sobol(self, space: SearchSpace, start: int, n: int, why: str,
                seen: set[tuple[float, ...]] | None = None,
                fallback: str | None = None) -> list[Proposal]:
@@ -240,7 +281,7 @@ class QLogNEHVISampler(Sampler):
     def propose(self, space: SearchSpace, records: Sequence[TrialRecord],
                 pending: Sequence[Params], n: int) -> list[Proposal]:
         started = len(records) + len(pending)
-        n_init = self.n_init if self.n_init is not None else 2 * (space.dim + 1)
+        n_init, rule = self.initial_design_size(space.dim)
         complete = [r for r in records if r.state is TrialState.COMPLETE]
         if space.dim == 0:
             return [Proposal(space.decode([]), "fixed", {}) for _ in range(n)]
@@ -248,7 +289,7 @@ class QLogNEHVISampler(Sampler):
             return self._propose_transfer(space, records, complete, pending, n, n_init)
         if started < n_init:
             k = min(n, n_init - started)
-            out = self._sobol(space, started, k, "initial design",
+            out = self._sobol(space, started, k, f"initial design ({rule})",
                               self._avoid(space, records, pending))
             if k < n:
                 out += self.propose(space, records, [*pending, *[p.params for p in out]], n - k)
