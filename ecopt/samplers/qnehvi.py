@@ -438,6 +438,9 @@ class QLogNEHVISampler(Sampler):
                 setattr(self, k, v)
         if economy is not None:
             info["economy"] = economy
+        from ecopt.samplers._botorch_compat import FUSED_KERNEL
+
+        info["fused_kernel"] = FUSED_KERNEL
         self._note_off(off)
         if off:
             info["fast_path_off"] = dict(sorted(off.items()))
