@@ -329,8 +329,35 @@ def fresh_run(model: str, engine: str, args: argparse.Namespace, client: Any) ->
         with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as ex:
             return ex.submit(_local_child, model, args).result()
     if not args.scheduler:
-        client.restart()
+        restart_workers(client, args.workers, args.worker_wait_s)
     return one_run(model, engine, args, client)
+
+
+def restart_workers(client: Any, n_workers: int, wait_s: float) -> None:
+    """Restart a LocalCluster's workers and wait until ``n_workers`` are connected again.
+
+    ``client.restart()`` alone gives the workers a fixed time to come back (4 x
+    the client's connect timeout: 120 s by default) and raises after it, though
+    the workers are on their way; on a loaded 2-core machine they took longer.
+    Here the restart only waits for the old workers to stop, and then the
+    condition itself (``n_workers`` connected) is awaited, up to ``wait_s``.
+
+    Raises:
+        TimeoutError: when fewer than ``n_workers`` are back after ``wait_s`` seconds
+            (the message says how many are).
+    """
+    try:
+        client.restart(wait_for_workers=False, timeout=wait_s)
+    except TimeoutError:
+        # Workers that did not stop in time were removed; their nannies start new ones,
+        # which the wait below counts.
+        pass
+    try:
+        client.wait_for_workers(n_workers, timeout=wait_s)
+    except TimeoutError:
+        have = len(client.scheduler_info(n_workers=-1)["workers"])
+        raise TimeoutError(f"{n_workers} Dask workers must be connected after a restart, got "
+                           f"{have} after {wait_s:g} s (--worker-wait-s)") from None
 
 
 def start_cluster(args: argparse.Namespace) -> tuple[Any, Any]:
@@ -341,7 +368,9 @@ def start_cluster(args: argparse.Namespace) -> tuple[Any, Any]:
     cluster = LocalCluster(n_workers=args.workers, threads_per_worker=args.threads_per_worker,
                            processes=True, host="127.0.0.1", dashboard_address=None,
                            memory_limit=args.worker_memory)
-    return Client(cluster), cluster
+    client = Client(cluster)
+    client.wait_for_workers(args.workers, timeout=args.worker_wait_s)
+    return client, cluster
 
 
 def summarise(runs: dict[tuple[str, str], list[dict[str, Any]]], energy_word: str) -> Table:
@@ -385,6 +414,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=2, help="LocalCluster worker processes")
     p.add_argument("--threads-per-worker", type=int, default=1)
     p.add_argument("--worker-memory", default="6GiB", help="LocalCluster memory limit per worker")
+    p.add_argument("--worker-wait-s", type=float, default=900.0,
+                   help="how long to wait for the LocalCluster's workers to connect, at the "
+                        "start and after each restart (default 900; they are usually back in "
+                        "seconds, but a loaded machine can take minutes)")
     p.add_argument("--local-threads", type=int, default=os.cpu_count() or 1,
                    help="threads of the local XGBoost (default: every core, as the cluster has)")
     p.add_argument("--block-rows", type=int, default=10_000, help="rows per generated partition")

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ def test_quick_run_trains_every_model_locally_and_on_a_local_cluster(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     res = subprocess.run([sys.executable, "experiments/cluster_training.py", "--quick",
                           "--out", str(tmp_path)], cwd=ROOT, env=env, capture_output=True,
-                         text=True, timeout=300)
+                         text=True, timeout=1800)  # a guard against a hang only
     assert res.returncode == 0, res.stderr[-2000:]
     run = json.loads((tmp_path / "summary.json").read_text())
     rows = run["tables"]["training"]["rows"]
@@ -38,3 +39,44 @@ def test_quick_run_trains_every_model_locally_and_on_a_local_cluster(tmp_path):
         assert abs(local[9] - dask[9]) <= 0.02
     assert run["energy"]["measured"] is False and "LocalCluster" in run["notes"][0]
     assert "--quick: a smoke run" in run["notes"][-1]
+
+
+_SLOW_RESTART = '''
+import os, time
+from pathlib import Path
+
+
+def dask_setup(worker):
+    # The first start is quick; every restart takes {delay_s} s to connect, as workers
+    # did on a loaded machine.
+    marker = Path({marker!r})
+    if marker.exists():
+        time.sleep({delay_s})
+    marker.write_text(str(os.getpid()))
+'''
+
+
+def test_workers_restarted_slowly_are_waited_for_not_timed_out(tmp_path, script):
+    """Issue 28: under load the restarted workers took longer than client.restart()'s fixed
+    120 s (4 x the connect timeout) and the run failed; the wait is for the workers now."""
+    distributed = pytest.importorskip("distributed")
+    ct = script("cluster_training")
+    preload = tmp_path / "slow_restart.py"
+    preload.write_text(_SLOW_RESTART.format(marker=str(tmp_path / "started"), delay_s=6))
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                  host="127.0.0.1", dashboard_address=None,
+                                  preload=[str(preload)]) as cluster, \
+            distributed.Client(cluster, timeout=1) as client:  # restart()'s default: 4 s
+        client.wait_for_workers(1, timeout=120)
+        first = set(client.scheduler_info()["workers"])
+        t0 = time.monotonic()
+        ct.restart_workers(client, 1, wait_s=120)
+        # Longer than client.restart()'s own limit (4 x the 1 s connect timeout), which
+        # fresh_run() used and which raised here.
+        assert time.monotonic() - t0 > 4 * 1
+        second = set(client.scheduler_info()["workers"])
+        assert len(second) == 1 and not second & first  # a new worker, connected
+        assert client.submit(sum, [1, 2]).result(timeout=60) == 3
+        with pytest.raises(TimeoutError, match=r"2 Dask workers must be connected after a "
+                                               r"restart, got [01] after 1 s"):
+            ct.restart_workers(client, 2, wait_s=1)
