@@ -232,6 +232,17 @@ def workflow_table(results: dict[str, Any], backends: Sequence[str], energy_word
     return Table(cols, rows), facts
 
 
+def operator_backends(args: Any) -> list[str]:
+    """The operator traces' backends: ``--operator-backends``, else ``--backends`` with
+    ``polars-lazy`` beside ``polars`` (the study ran polars' lazy engine)."""
+    if getattr(args, "operator_backends", None):
+        return list(args.operator_backends)
+    out = list(args.backends)
+    if "polars" in out:
+        out.insert(out.index("polars") + 1, "polars-lazy")
+    return out
+
+
 def run_operators(args: Any, data: dict[str, Any]) -> dict[tuple[str, str], list[list[dict[str, Any]]]]:
     """``(dataset, backend) -> one list of operator dicts per repeat``, each from a fresh process."""
     out: dict[tuple[str, str], list[list[dict[str, Any]]]] = {}
@@ -242,7 +253,7 @@ def run_operators(args: Any, data: dict[str, Any]) -> dict[tuple[str, str], list
         sets = [s for s in sets if any(o in s[0] for o in args.only)]
     for rep in range(args.repeats):
         for ds, path in sets:
-            for b in args.backends:
+            for b in operator_backends(args):
                 cmd = [sys.executable, "-m", "ecopt.data.operators", ds, b, str(path),
                        "--meter", args.meter]
                 res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
@@ -392,6 +403,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--ncf-epochs", type=int, default=1, help="NCF epochs")
     p.add_argument("--mf-epochs", type=int, default=5, help="matrix factorisation epochs")
     p.add_argument("--no-operators", action="store_true", help="skip the per-operator traces")
+    p.add_argument("--operator-backends", nargs="+", default=None,
+                   choices=("pandas", "polars", "polars-lazy", "dask"),
+                   help="backends of the operator traces (default: --backends, with "
+                        "polars-lazy beside polars)")
     C.add_device_arg(p)
     p.add_argument("--record", nargs="?", const="", default=None, metavar="TAG",
                    help="also write the summary to docs/results/dataframe_energy/<date>[-TAG]")

@@ -70,3 +70,22 @@ def test_device_that_is_not_there_stops_before_anything_runs(tmp_path):
     with pytest.raises(SystemExit, match="--device"):
         _script().main(["--quiet", "--out", str(tmp_path / "x"), "--device", "cuda:0"])
     assert not (tmp_path / "x").exists()
+
+
+def test_operator_traces_run_polars_lazy_beside_eager(tmp_path):
+    from types import SimpleNamespace
+
+    from ecopt.data.datasets import write_insurance
+
+    script = _script()
+    args = SimpleNamespace(repeats=1, only=["insurance"], backends=["pandas", "polars"],
+                           operator_backends=None, meter="estimate")
+    assert script.operator_backends(args) == ["pandas", "polars", "polars-lazy"]
+    ins = write_insurance(tmp_path / "insurance.csv", 200, 0, 0.05)
+    ops = script.run_operators(args, {"insurance": ins, "movielens": tmp_path / "none"})
+    assert set(ops) == {("insurance", "pandas"), ("insurance", "polars"),
+                        ("insurance", "polars-lazy")}
+    table, ram = script.operator_tables(ops, "ESTIMATED")
+    lazy = {r[2]: r for r in table.rows if r[1] == "polars-lazy"}
+    assert set(lazy) == {"read", "join", "group_by", "encode", "to_tensor"}
+    assert "insurance/polars-lazy" in ram
