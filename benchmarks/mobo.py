@@ -71,6 +71,8 @@ METHODS: dict[str, str] = {
                                 "one from the observed front, the default rule)",
     "ecopt-qlognehvi-obsref": "ecopt qLogNEHVI, q=1, not told the reference point, inferred "
                               "from every observation (ref_point_rule='observed', as Optuna)",
+    "ecopt-qnehvi": "ecopt qNEHVI (the non-log acquisition the ECOpt paper used), q=1, default "
+                    "settings otherwise",
     "ecopt-sobol": "ecopt scrambled Sobol",
     "ecopt-random": "ecopt uniform random",
     "botorch-plain": "plain BoTorch qLogNEHVI loop (cold fits, 10 restarts, 512 raw, 128 MC)",
@@ -151,6 +153,10 @@ def _run_ecopt(problem: Problem, method: str, seed: int, budget: int
         sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, parego_from=2)
     elif method.startswith("ecopt-qlognehvi"):
         sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init)
+    elif method == "ecopt-qnehvi":
+        from ecopt.samplers import QNEHVISampler
+
+        sampler = QNEHVISampler(seed=seed, n_init=problem.n_init)
     elif method == "ecopt-sobol":
         sampler = SobolSampler(seed=seed)
     else:
@@ -165,7 +171,7 @@ def _run_ecopt(problem: Problem, method: str, seed: int, budget: int
         t0 = time.perf_counter()
         trials = study.ask(n=n)
         dt = time.perf_counter() - t0
-        if any(t.proposed_by == QLogNEHVISampler.name for t in trials):
+        if any(t.proposed_by in (QLogNEHVISampler.name, "qnehvi") for t in trials):
             ask_s.append(dt)
         for t in trials:
             k = len(params_seq)
