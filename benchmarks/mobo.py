@@ -171,7 +171,7 @@ def _run_ecopt(problem: Problem, method: str, seed: int, budget: int
         t0 = time.perf_counter()
         trials = study.ask(n=n)
         dt = time.perf_counter() - t0
-        if any(t.proposed_by == QLogNEHVISampler.name for t in trials):
+        if any(t.proposed_by in (QLogNEHVISampler.name, "qnehvi") for t in trials):
             ask_s.append(dt)
         for t in trials:
             k = len(params_seq)

@@ -28,6 +28,7 @@ Example:
     python experiments/dataframe_energy.py --out runs/dataframe_energy
     python experiments/dataframe_energy.py --full --only movielens --out runs/dataframe_energy_full
     python experiments/dataframe_energy.py ... --record full   # also docs/results/dataframe_energy/<date>-full
+    python experiments/dataframe_energy.py --device cuda --out runs/dataframe_energy_gpu
 """
 
 from __future__ import annotations
@@ -120,12 +121,14 @@ def workloads(args: Any, data: dict[str, Any]) -> dict[str, tuple[Any, str, str]
 
     common = {"threads": args.threads}
     tab = {**common, "epochs": args.tab_epochs, "batch_size": 64, "cache": True}
+    dev = getattr(args, "resolved_device", "cpu")  # torch models only; classic ones stay on CPU
     ins, ml = str(data["insurance"]), str(data["movielens"])
     out: dict[str, tuple[Any, str, str]] = {
         "insurance-mlp-regression": (
-            TabularObjective("regression", data=ins, defaults=tab), "rmse", "min"),
+            TabularObjective("regression", data=ins, defaults=tab, device=dev), "rmse", "min"),
         "insurance-mlp-classification": (
-            TabularObjective("classification", data=ins, defaults=tab), "accuracy", "max"),
+            TabularObjective("classification", data=ins, defaults=tab, device=dev), "accuracy",
+            "max"),
     }
     for m in CLASSIC:
         if _installed(m):
@@ -135,7 +138,7 @@ def workloads(args: Any, data: dict[str, Any]) -> dict[str, tuple[Any, str, str]
             C.say(f"insurance-{m}: skipped, its package is not installed")
     out["movielens-ncf"] = (
         NCFObjective(data=ml, defaults={**common, "epochs": args.ncf_epochs, "batch_size": 1024,
-                                        "cache": True}), "hit_rate", "max")
+                                        "cache": True}, device=dev), "hit_rate", "max")
     out["movielens-mf"] = (
         MatrixFactorizationObjective(data=ml, defaults={**common, "epochs": args.mf_epochs}),
         "rmse", "min")
@@ -229,6 +232,17 @@ def workflow_table(results: dict[str, Any], backends: Sequence[str], energy_word
     return Table(cols, rows), facts
 
 
+def operator_backends(args: Any) -> list[str]:
+    """The operator traces' backends: ``--operator-backends``, else ``--backends`` with
+    ``polars-lazy`` beside ``polars`` (the study ran polars' lazy engine)."""
+    if getattr(args, "operator_backends", None):
+        return list(args.operator_backends)
+    out = list(args.backends)
+    if "polars" in out:
+        out.insert(out.index("polars") + 1, "polars-lazy")
+    return out
+
+
 def run_operators(args: Any, data: dict[str, Any]) -> dict[tuple[str, str], list[list[dict[str, Any]]]]:
     """``(dataset, backend) -> one list of operator dicts per repeat``, each from a fresh process."""
     out: dict[tuple[str, str], list[list[dict[str, Any]]]] = {}
@@ -239,7 +253,7 @@ def run_operators(args: Any, data: dict[str, Any]) -> dict[tuple[str, str], list
         sets = [s for s in sets if any(o in s[0] for o in args.only)]
     for rep in range(args.repeats):
         for ds, path in sets:
-            for b in args.backends:
+            for b in operator_backends(args):
                 cmd = [sys.executable, "-m", "ecopt.data.operators", ds, b, str(path),
                        "--meter", args.meter]
                 res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
@@ -389,12 +403,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--ncf-epochs", type=int, default=1, help="NCF epochs")
     p.add_argument("--mf-epochs", type=int, default=5, help="matrix factorisation epochs")
     p.add_argument("--no-operators", action="store_true", help="skip the per-operator traces")
+    p.add_argument("--operator-backends", nargs="+", default=None,
+                   choices=("pandas", "polars", "polars-lazy", "dask"),
+                   help="backends of the operator traces (default: --backends, with "
+                        "polars-lazy beside polars)")
+    C.add_device_arg(p)
     p.add_argument("--record", nargs="?", const="", default=None, metavar="TAG",
                    help="also write the summary to docs/results/dataframe_energy/<date>[-TAG]")
     args = p.parse_args(argv)
     if args.repeats < 1:
         raise ValueError(f"--repeats >= 1 must hold, got {args.repeats}")
     sha = git_commit(Path(__file__).resolve().parents[1])
+    # A missing GPU stops the run here, before anything runs. The MLPs and NCF train and infer
+    # on it (each backend's tensors copied there, from pinned memory: pin_memory defaults on);
+    # scikit-learn, XGBoost, TabNet and the matrix factorisation stay on the CPU.
+    args.resolved_device = C.resolve_device_arg(args)
     C.setup(args)
     import warnings
 
@@ -425,6 +448,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "robust measure, wall seconds are shown too.",
         "Operators: each backend traced in a fresh process per run (no warm-up, as a script "
         "starts), results materialised operator by operator.",
+        f"Device of the MLPs and NCF: {args.resolved_device} (to-tensor output copied there, "
+        "pinned on CUDA); the classic models and MF ran on the CPU.",
         f"torch threads {args.threads}; models single-threaded. MLP {args.tab_epochs} epochs, "
         f"NCF {args.ncf_epochs} epoch(s), MF {args.mf_epochs} epochs.",
     ]

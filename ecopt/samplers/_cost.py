@@ -166,7 +166,7 @@ def fit_cost(space: SearchSpace, enc: Encoding, records: Sequence[TrialRecord],
                 "proposed without cost")
     X = torch.tensor(to_model(U, enc), dtype=torch.double)
     y = torch.tensor(np.log(energy_j), dtype=torch.double).reshape(-1, 1)
-    fitted = _models.fit_outputs(X, y, None, names=[COST], stacked=False, **fit_kw)
+    fitted = _models.fit_outputs(X, y, None, names=[COST], **{**fit_kw, "stacked": False})
     return CostModel(fitted.models[0], exponent, len(energy_j), n_pruned, fitted.states,
                      dict(fitted.fast_path_off))
 

@@ -59,6 +59,29 @@ SHORT_STUDY_FRACTION = 1 / 3
 MIN_INIT = 3
 
 
+#: The settings of an economy proposal (``proposal_share``): fewer restarts and raw samples,
+#: shorter L-BFGS-B runs, GP fits warm-started from the last proposal's state (checked
+#: against a cold fit every ``cold_refit_every`` observations).
+ECONOMY = {"num_restarts": 2, "raw_samples": 64, "maxiter": 50, "warm_start": True}
+#: How many of the latest full (non-economy) model proposals and complete trials the
+#: cost ratio is the median of.
+ECONOMY_WINDOW = 3
+
+
+def _cost_of(x: Any, key: str) -> float | None:
+    """A finite, positive ``energy_j`` or ``duration_s`` of a record or search notes."""
+    v = x.get(key) if isinstance(x, dict) else getattr(x, key, None)
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0:
+        return float(v)
+    return None
+
+
+def _median(xs: Sequence[float]) -> float:
+    ys = sorted(xs)
+    n = len(ys)
+    return ys[n // 2] if n % 2 else (ys[n // 2 - 1] + ys[n // 2]) / 2
+
+
 def _why(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
@@ -142,6 +165,17 @@ class QLogNEHVISampler(Sampler):
             unchanged.
         cost_exponent: Power of the predicted cost in ``[0, 1]`` (1: per joule;
             0: cost ignored, the model still fitted and recorded).
+        proposal_share: Keep a proposal's own cost near at most this share of a
+            trial's. When the median of the latest full model proposals' joules
+            (``proposal["search"]``; seconds when the meter reads no energy) is
+            more than ``proposal_share`` times the median of the latest complete
+            trials', the next proposals are economy ones (:data:`ECONOMY`: 2
+            restarts, 64 raw samples, 50 L-BFGS-B iterations, GP fits
+            warm-started from the last proposal's state). Each model proposal
+            records the decision in ``proposal["economy"]`` (the ratio, the
+            share, whether it was active and its settings). Trials that cost
+            much more than a proposal (GPU-sized) never trigger it. ``None``:
+            never.
 
     Example:
         >>> sampler = ecopt.samplers.QLogNEHVISampler(n_init=8, num_restarts=5)
@@ -161,8 +195,13 @@ class QLogNEHVISampler(Sampler):
                  sample_around_best: bool = True, alpha: float | None = None,
                  parego_from: int = 4, lengthscale_prior: str = "gamma",
                  ref_point_rule: str = "front", cost_aware: bool = False,
-                 cost_exponent: float = 1.0) -> None:
+                 cost_exponent: float = 1.0, proposal_share: float | None = 0.25) -> None:
         super().__init__(seed)
+        if proposal_share is not None and (isinstance(proposal_share, bool) or not isinstance(
+                proposal_share, (int, float)) or not 0 < proposal_share < math.inf):
+            raise ValueError(f"proposal_share must be None or a number > 0, "
+                             f"got proposal_share={proposal_share!r}")
+        self.proposal_share = None if proposal_share is None else float(proposal_share)
         for what, v in (("num_restarts", num_restarts), ("raw_samples", raw_samples),
                         ("mc_samples", 1 if mc_samples is None else mc_samples),
                         ("maxiter", maxiter),
@@ -223,7 +262,8 @@ class QLogNEHVISampler(Sampler):
         keys = ("n_init", "num_restarts", "raw_samples", "mc_samples", "maxiter", "warm_start",
                 "cold_refit_every", "warm_ftol", "cold_ftol", "allow_repeats",
                 "dense_posterior", "sample_around_best", "alpha", "parego_from",
-                "lengthscale_prior", "ref_point_rule", "cost_aware", "cost_exponent")
+                "lengthscale_prior", "ref_point_rule", "cost_aware", "cost_exponent",
+                "proposal_share")
         return {**super().describe(), **{k: getattr(self, k) for k in keys}}
 
     def initial_design_size(self, dim: int) -> tuple[int, str]:
@@ -385,7 +425,22 @@ class QLogNEHVISampler(Sampler):
                     ) -> list[Proposal]:
         from ecopt.samplers._proposal import model_based
 
-        U, info, off, self.last_timing = model_based(self, space, records, complete, pending, n)
+        economy = self.economy(records)
+        saved = {k: getattr(self, k) for k in ECONOMY}
+        if economy is not None and economy["active"]:
+            for k, v in ECONOMY.items():
+                setattr(self, k, min(v, saved[k]) if not isinstance(v, bool) else v)
+        try:
+            U, info, off, self.last_timing = model_based(self, space, records, complete,
+                                                         pending, n)
+        finally:
+            for k, v in saved.items():
+                setattr(self, k, v)
+        if economy is not None:
+            info["economy"] = economy
+        from ecopt.samplers._botorch_compat import FUSED_KERNEL
+
+        info["fused_kernel"] = FUSED_KERNEL
         self._note_off(off)
         if off:
             info["fast_path_off"] = dict(sorted(off.items()))
@@ -396,6 +451,48 @@ class QLogNEHVISampler(Sampler):
                 note["cost"] = {**note["cost"],
                                 "predicted_energy_j": note["cost"]["predicted_energy_j"][i]}
             out.append(Proposal(space.decode(u), self.name, note))
+        return out
+
+    def economy(self, records: Sequence[TrialRecord]) -> dict[str, Any] | None:
+        """Whether the next model proposal is an economy one (``proposal_share``).
+
+        A pure function of the history: the median cost of the latest
+        :data:`ECONOMY_WINDOW` full model proposals of this sampler (economy
+        ones are left out, so the decision does not flip back once they are
+        cheap) against the median cost of the latest complete trials, in
+        joules when every one of them read energy, else in seconds.
+
+        Returns:
+            The notes kept in ``proposal["economy"]``, or ``None`` without
+            ``proposal_share`` or before a full proposal and a complete trial
+            have costs to compare.
+        """
+        if self.proposal_share is None:
+            return None
+        ordered = sorted(records, key=lambda r: r.number)
+        full = [r for r in ordered if r.proposed_by == self.name and isinstance(
+            r.proposal, dict) and isinstance(r.proposal.get("search"), dict)
+            and not (r.proposal.get("economy") or {}).get("active")][-ECONOMY_WINDOW:]
+        done = [r for r in ordered if r.state is TrialState.COMPLETE][-ECONOMY_WINDOW:]
+        if not full or not done:
+            return None
+        for unit, key in (("J", "energy_j"), ("s", "duration_s")):
+            prop = [_cost_of(r.proposal["search"], key) for r in full]
+            trial = [_cost_of(r, key) for r in done]
+            if all(v is not None for v in prop + trial):
+                break
+        else:
+            return None
+        p = _median([v for v in prop if v is not None])
+        t = _median([v for v in trial if v is not None])
+        ratio = p / t
+        active = ratio > self.proposal_share
+        out: dict[str, Any] = {"active": active, "ratio": round(ratio, 4),
+                               "proposal_share": self.proposal_share, "unit": unit,
+                               "full_proposal": round(p, 6), "trial": round(t, 6)}
+        if active:
+            out["settings"] = {k: (min(v, getattr(self, k)) if not isinstance(v, bool) else v)
+                               for k, v in ECONOMY.items()}
         return out
 
     def improvement_bound(self, space: SearchSpace, records: Sequence[TrialRecord],

@@ -110,3 +110,16 @@ def test_overhead_times_every_method_on_one_history() -> None:
     assert len(table) == 5  # header, rule, three rows
     assert all(("HOLDS" in ln or "MISSED" in ln) for ln in table[2:4])
     assert table[4].split(" | ")[0] == "| optuna-gp"
+
+
+def test_qnehvi_method_runs_the_papers_acquisition() -> None:
+    """``ecopt-qnehvi`` (the ECOpt paper's non-log qNEHVI) is a known method and proposes."""
+    from ecopt.samplers import QNEHVISampler
+
+    assert mobo.known_method("ecopt-qnehvi")
+    problem = make_problem("branincurrin")
+    budget = problem.n_init + 2
+    params, ask_s = mobo._run_ecopt(problem, "ecopt-qnehvi", 0, budget)
+    assert len(params) == budget and len({tuple(sorted(p.items())) for p in params}) == budget
+    assert QNEHVISampler.name == "qnehvi"
+    assert len(ask_s) == 2  # the model's asks are timed, as qLogNEHVI's are

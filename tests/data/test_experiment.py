@@ -41,12 +41,13 @@ def test_tiny_run_writes_studies_tables_and_plot(tmp_path):
     try:
         rc = _script().main(["--quiet", "--meter", "estimate", "--out", str(out), "--repeats", "2",
                              "--only", "mlp-regression", "svr", "--backends", "pandas", "polars",
-                             "--tab-epochs", "1", "--no-operators"])
+                             "--tab-epochs", "1", "--no-operators", "--device", "cpu"])
     finally:
         logging.getLogger("ecopt").setLevel(level)
     assert rc == 0
     text = (out / "summary.md").read_text()
     assert "ESTIMATED" in text and "generated stand-in (Insurance schema" in text
+    assert "Device of the MLPs and NCF: cpu" in text
     run = json.loads((out / "summary.json").read_text())
     assert run["script"] == "experiments/dataframe_energy.py" and run["energy"]["measured"] is False
     rows = run["tables"]["workflow"]["rows"]
@@ -59,3 +60,32 @@ def test_tiny_run_writes_studies_tables_and_plot(tmp_path):
     assert sorted((r["params"]["backend"], r["params"]["repeat"]) for r in recs) == [
         ("pandas", 0), ("pandas", 1), ("polars", 0), ("polars", 1)]
     assert (out / "dataframe_energy.png").stat().st_size > 0
+
+
+def test_device_that_is_not_there_stops_before_anything_runs(tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present: --device cuda would run")
+    with pytest.raises(SystemExit, match="--device"):
+        _script().main(["--quiet", "--out", str(tmp_path / "x"), "--device", "cuda:0"])
+    assert not (tmp_path / "x").exists()
+
+
+def test_operator_traces_run_polars_lazy_beside_eager(tmp_path):
+    from types import SimpleNamespace
+
+    from ecopt.data.datasets import write_insurance
+
+    script = _script()
+    args = SimpleNamespace(repeats=1, only=["insurance"], backends=["pandas", "polars"],
+                           operator_backends=None, meter="estimate")
+    assert script.operator_backends(args) == ["pandas", "polars", "polars-lazy"]
+    ins = write_insurance(tmp_path / "insurance.csv", 200, 0, 0.05)
+    ops = script.run_operators(args, {"insurance": ins, "movielens": tmp_path / "none"})
+    assert set(ops) == {("insurance", "pandas"), ("insurance", "polars"),
+                        ("insurance", "polars-lazy")}
+    table, ram = script.operator_tables(ops, "ESTIMATED")
+    lazy = {r[2]: r for r in table.rows if r[1] == "polars-lazy"}
+    assert set(lazy) == {"read", "join", "group_by", "encode", "to_tensor"}
+    assert "insurance/polars-lazy" in ram

@@ -372,6 +372,57 @@ def test_sigterm_and_sighup_restore_the_limit_then_end_the_process(tmp_path, sig
     assert rc == -sig  # then the signal's default action: the process ends by that signal
 
 
+_OBJECTIVE_HOLDER = textwrap.dedent("""
+    import os, signal, sys, time
+    sys.path[:0] = [{root!r}, {tests!r}]
+    from fake_pynvml import FakeGpu, installed_fake_pynvml
+    import ecopt
+    from ecopt.meters.power_limit import PowerLimitObjective
+
+    log = open({log!r}, "a")
+    with installed_fake_pynvml([FakeGpu(power_limit_mw=300_000)]) as nv:
+        real = nv.nvmlDeviceSetPowerManagementLimit
+
+        def logged(h, mw):
+            real(h, mw)
+            log.write(f"{{mw}}\\n")
+            log.flush()
+
+        nv.nvmlDeviceSetPowerManagementLimit = logged
+
+        def objective(trial):
+            print("holding", flush=True)
+            time.sleep(60)
+            return {{"y": 1.0}}
+
+        study = ecopt.Study(ecopt.SearchSpace({{"power_limit_w": ecopt.Fixed(175.0)}}),
+                            [ecopt.Objective("y", "max")], storage={study!r},
+                            sampler="random", meter="wallclock")
+        study.optimize(PowerLimitObjective(objective, gpus=[0], state_path={state!r}),
+                       n_trials=1, show_progress=False)
+""")
+
+
+def test_sigterm_inside_a_power_limit_objective_restores_the_limit(tmp_path):
+    """Issue 28 item 5, the other way a limit is held: a PowerLimitObjective trial of a study."""
+    state, log = tmp_path / "state.json", tmp_path / "limits.log"
+    code = _OBJECTIVE_HOLDER.format(root=str(ROOT), tests=str(TESTS), log=str(log),
+                                    state=str(state), study=str(tmp_path / "study"))
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "holding", \
+            child.stderr.read() if child.stderr else ""
+        child.send_signal(signal.SIGTERM)
+        rc = child.wait(timeout=60)
+    finally:
+        if child.poll() is None:  # pragma: no cover - only when an assertion failed above
+            child.kill()
+    assert rc == -signal.SIGTERM
+    assert [int(x) for x in log.read_text().split()] == [175_000, 300_000]
+    assert _entries(state) == {}
+
+
 def test_the_previous_sigterm_handler_still_runs(tmp_path):
     rc, limits = _hold_and_signal(tmp_path, signal.SIGTERM, chain=True)
     assert rc == 7 and (tmp_path / "mark").read_text() == str(int(signal.SIGTERM))
