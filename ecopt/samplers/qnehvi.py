@@ -174,8 +174,9 @@ class QLogNEHVISampler(Sampler):
             warm-started from the last proposal's state). Each model proposal
             records the decision in ``proposal["economy"]`` (the ratio, the
             share, whether it was active and its settings). Trials that cost
-            much more than a proposal (GPU-sized) never trigger it. ``None``:
-            never.
+            much more than a proposal (GPU-sized) never trigger it. ``None``
+            (the default): never; opt in (e.g. ``0.25``) until its effect on the
+            final hypervolume is measured.
 
     Example:
         >>> sampler = ecopt.samplers.QLogNEHVISampler(n_init=8, num_restarts=5)
@@ -195,7 +196,7 @@ class QLogNEHVISampler(Sampler):
                  sample_around_best: bool = True, alpha: float | None = None,
                  parego_from: int = 4, lengthscale_prior: str = "gamma",
                  ref_point_rule: str = "front", cost_aware: bool = False,
-                 cost_exponent: float = 1.0, proposal_share: float | None = 0.25) -> None:
+                 cost_exponent: float = 1.0, proposal_share: float | None = None) -> None:
         super().__init__(seed)
         if proposal_share is not None and (isinstance(proposal_share, bool) or not isinstance(
                 proposal_share, (int, float)) or not 0 < proposal_share < math.inf):

@@ -20,7 +20,8 @@ def f(t: ecopt.Trial) -> dict[str, float]:
 
 @pytest.fixture(scope="module")
 def cheap_study():
-    sampler = QLogNEHVISampler(n_init=3, num_restarts=4, raw_samples=96, maxiter=60)
+    sampler = QLogNEHVISampler(n_init=3, num_restarts=4, raw_samples=96, maxiter=60,
+                               proposal_share=0.25)
     study = ecopt.Study(SPACE, OBJS, sampler=sampler, seed=0, meter="wallclock")
     study.optimize(f, n_trials=7, show_progress=False)
     return study, sampler
@@ -68,7 +69,8 @@ def test_bad_proposal_share(bad):
 
 def test_economy_keeps_a_users_lower_setting(cheap_study):
     study, _ = cheap_study
-    e = QLogNEHVISampler(n_init=3, num_restarts=1, raw_samples=32).economy(study.records)
+    e = QLogNEHVISampler(n_init=3, num_restarts=1, raw_samples=32,
+                         proposal_share=0.25).economy(study.records)
     assert e is not None and e["active"]
     assert e["settings"]["num_restarts"] == 1 and e["settings"]["raw_samples"] == 32
     assert e["settings"]["maxiter"] == ECONOMY["maxiter"]
