@@ -323,6 +323,10 @@ _HOLDER = textwrap.dedent("""
     from fake_pynvml import FakeGpu, installed_fake_pynvml
     from ecopt.meters.power_limit import gpu_power_limit
 
+    # The default dispositions, whatever the test runner inherited (nohup ignores SIGHUP,
+    # and an ignored signal stays ignored after the limit is restored, as it should).
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     log = open({log!r}, "a")
     with installed_fake_pynvml([FakeGpu(power_limit_mw=300_000)]) as nv:
         real = nv.nvmlDeviceSetPowerManagementLimit

@@ -28,8 +28,8 @@ def test_forty_trials_propose_the_same_with_one_or_two_torch_threads():
         before = torch.get_num_threads()
         torch.set_num_threads(threads)
         try:
-            s = ecopt.Study(space, objs, sampler=QLogNEHVISampler(num_restarts=4, raw_samples=64,
-                                                                  mc_samples=32),
+            s = ecopt.Study(space, objs, sampler=QLogNEHVISampler(n_init=14, num_restarts=4,
+                                                                  raw_samples=64, mc_samples=32),
                             meter="wallclock", seed=2)
             s.optimize(f, n_trials=40)
             assert torch.get_num_threads() == threads  # the sampler restores it
