@@ -22,7 +22,7 @@ recs = s.optimize(lambda t: {"a": t["x"], "b": 1 - t["x"] + t["y"]}, n_trials=3,
                   show_progress=False)
 import botorch.acquisition.multi_objective.logei as L
 print(json.dumps({"by": [r.proposed_by for r in recs],
-                  "kernel": recs[-1].proposal.get("fused_kernel"), "C": L._C is not None}))
+                  "kernel": recs[-1].proposal.get("fused_kernel"), "C": getattr(L, "_C", None) is not None}))
 """
 
 
@@ -35,7 +35,8 @@ def test_first_proposal_compiles_nothing(tmp_path):
                          text=True, timeout=600, check=True)
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got["by"][-1] == "qlognehvi"
-    assert got["kernel"] == "off" and not got["C"]
+    # "absent": a BoTorch older than its fused kernel (the floor, 0.15) has nothing to compile.
+    assert got["kernel"] in ("off", "absent") and not got["C"]
     assert list(ext.iterdir()) == []  # BoTorch would have built logei_fused_ext here
 
 
