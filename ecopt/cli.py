@@ -50,14 +50,19 @@ def _add_quickstart(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sampler", default="qlognehvi",
                    help="qlognehvi (default), qnehvi, random, sobol or grid")
     p.add_argument("--meter", default="auto", help="meter name (default auto)")
-    p.add_argument("--batch-size", type=int, default=1, dest="q",
-                   help="q proposals per round (default 1)")
+    p.add_argument("--proposals-per-round", type=int, default=None, dest="q", metavar="Q",
+                   help="points the sampler proposes together each round (default 1); not the "
+                        "batch size of training, which the study itself searches")
+    p.add_argument("--batch-size", type=int, default=None, dest="deprecated_batch_size", metavar="Q",
+                   help="deprecated name of --proposals-per-round")
     p.add_argument("--seed", type=int, default=0, help="seed (default 0)")
     p.add_argument("--epochs", type=int, default=4, help="training epochs per trial (default 4)")
     p.add_argument("--overwrite", action="store_true",
                    help="start afresh if --out holds a different study (old files kept aside)")
     p.add_argument("--quiet", action="store_true",
                    help="no progress (a bar on a terminal, else one line per trial)")
+    p.add_argument("--json", action="store_true",
+                   help="print the result (front, hypervolume, energy source) as JSON")
 
 
 def _add_meters(sub: argparse._SubParsersAction) -> None:
@@ -94,16 +99,16 @@ def _add_reports(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("show", help="terminal summary of a study directory")
     p.add_argument("run_dir", help="study directory")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    sub.choices["compare"].add_argument("--json", action="store_true",
+                                        help="print the comparison as JSON")
 
-    for name in ("report", "plot", "compare", "show"):
-        sub.choices[name].add_argument(
-            "--strict", action="store_true",
-            help="exit 1 when the output was written but there were warnings (default: 0)")
 
 
 def _add_repair(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("repair", help="rebuild a lost study.json from the copy in running.jsonl")
     p.add_argument("run_dir", help="study directory")
+    p.add_argument("--json", action="store_true", help="print what was restored as JSON")
 
 
 def _add_profile(sub: argparse._SubParsersAction) -> None:
@@ -157,6 +162,8 @@ def _add_import_optuna(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--overwrite", action="store_true",
                    help="OUT_DIR holds a study: move its files to replaced-<time>/ and "
                         "import afresh")
+    p.add_argument("--json", action="store_true",
+                   help="print what was imported and what was not carried over as JSON")
 
 
 def _add_gpu(sub: argparse._SubParsersAction) -> None:
@@ -185,6 +192,14 @@ _REGISTRARS: list[Callable[[argparse._SubParsersAction], None]] = [
 ]
 
 
+#: Subcommands without ``--strict``: ``dashboard`` serves until stopped (no result to
+#: judge), ``gpu`` has exit statuses of its own (1: a limit could not be restored).
+NO_STRICT = ("dashboard", "gpu")
+#: Subcommands without ``--json``: their result is a file (``report``, ``plot``) or a page
+#: (``dashboard``); the exit status and the stderr lines say how it went.
+NO_JSON = ("report", "plot", "dashboard")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser (for docs and tests)."""
     parser = argparse.ArgumentParser(
@@ -194,6 +209,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for reg in _REGISTRARS:
         reg(sub)
+    for name, p in sub.choices.items():
+        if name not in NO_STRICT:
+            p.add_argument(
+                "--strict", action="store_true",
+                help="exit 1 when the command did its work but warned (default: 0)")
     return parser
 
 
@@ -212,9 +232,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     # On the command line a warning is one line for the user, not a source listing.
     warnings.formatwarning = (lambda message, category, *_a, **_k:
                               f"ecopt {args.command}: {category.__name__}: {message}\n")
+    warned = [0]
+    show = warnings.showwarning
+
+    def counting(*a: object, **k: object) -> None:
+        warned[0] += 1
+        show(*a, **k)  # type: ignore[arg-type]
+
+    warnings.showwarning = counting
     try:
         handler = getattr(importlib.import_module(module), func)
-        return int(handler(args) or 0)
+        status = int(handler(args) or 0)
+        # --strict: a warning on the way (a Python warning; the report commands also
+        # count their own "warning:" lines) turns a success into exit status 1.
+        return 1 if status == 0 and warned[0] and getattr(args, "strict", False) else status
     except (EcoptError, ValueError, FileNotFoundError, NotADirectoryError) as exc:
         print(f"ecopt {args.command}: error: {exc}", file=sys.stderr)
         return 2
@@ -229,6 +260,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"ecopt {args.command}: interrupted; the study log is intact", file=sys.stderr)
         return 130
+    finally:
+        warnings.showwarning = show
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -12,7 +12,7 @@ import math
 import re
 from typing import Any
 
-__all__ = ["fmt_number", "safe_text", "MISSING"]
+__all__ = ["fmt_number", "safe_text", "json_text", "MISSING"]
 
 #: How a missing value (``None`` or NaN) is shown.
 MISSING = "-"
@@ -73,3 +73,28 @@ def safe_text(text: object) -> str:
     """
     return _UNSAFE.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
                        else f"\\u{ord(m.group()):04x}", str(text))
+
+
+def _json_safe(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, dict):
+        return {str(k): _json_safe(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_json_safe(x) for x in v]
+    return v
+
+
+def json_text(obj: Any) -> str:
+    """``obj`` as the JSON a command's ``--json`` prints: indented, strict JSON.
+
+    NaN and infinities (not JSON) become ``null``; other values JSON cannot hold
+    (paths, dates) are written as their text.
+
+    Example:
+        >>> json_text({"hv": float("nan"), "n": 3})
+        '{\n  "hv": null,\n  "n": 3\n}'
+    """
+    import json
+
+    return json.dumps(_json_safe(obj), indent=2, default=str, allow_nan=False)

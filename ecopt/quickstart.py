@@ -150,9 +150,48 @@ def _summary(study: ecopt.Study) -> str:
     return "\n".join(lines)
 
 
+def _summary_dict(study: ecopt.Study) -> dict[str, Any]:
+    """What ``ecopt quickstart --json`` prints: the front and where its joules came from."""
+    recs = study.records
+    states: dict[str, int] = {}
+    for r in recs:
+        states[r.state.value] = states.get(r.state.value, 0) + 1
+    meter: dict[str, Any] = study.spec.get("meter", {})
+    return {
+        "study": str(study.path),
+        "trials": states,
+        "meter": meter.get("meter"),
+        "energy": "measured" if all(r.measured for r in recs if r.phases) else "estimated",
+        "hypervolume": study.hypervolume(),
+        "reference_point": list(study.reference_point() or []),
+        "front": [{"trial": r.number, "params": dict(r.params), "values": dict(r.values),
+                   "energy_j": r.energy_j} for r in study.best_trials()],
+        "excluded": {r.number: excluded_reason(r) for r in recs if r.unreliable},
+    }
+
+
+def _proposals_per_round(args: argparse.Namespace) -> int:
+    """``--proposals-per-round``, or its deprecated name ``--batch-size`` (with a warning)."""
+    q, old = getattr(args, "q", None), getattr(args, "deprecated_batch_size", None)
+    if old is not None:
+        if q is not None and q != old:
+            raise ValueError(f"--batch-size is the old name of --proposals-per-round; give one, "
+                             f"got --proposals-per-round {q} and --batch-size {old}")
+        import warnings
+
+        warnings.warn("--batch-size is deprecated: it sets the points proposed together each "
+                      "round, not the training batch size (the study searches that); use "
+                      f"--proposals-per-round {old}", DeprecationWarning, stacklevel=2)
+        q = old
+    return 1 if q is None else q
+
+
 def cli_main(args: argparse.Namespace) -> int:
     """Handler of ``ecopt quickstart``."""
     import warnings
+
+    # ecopt's own deprecations reach the user (Python shows them only in __main__).
+    warnings.filterwarnings("default", category=DeprecationWarning, module=r"ecopt\.")
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     # Library deprecation chatter (torch.jit, linear_operator) is not the user's concern here.
@@ -165,11 +204,17 @@ def cli_main(args: argparse.Namespace) -> int:
     # A bar where a terminal redraws it; elsewhere (a pipe, a log file) one line per trial.
     tty = bool(getattr(sys.stderr, "isatty", lambda: False)())
     lines = not args.quiet and not tty and not quiet_from_env()
-    study = run_quickstart(args.out, args.trials, args.sampler, args.meter, args.q, args.seed,
+    q = _proposals_per_round(args)
+    study = run_quickstart(args.out, args.trials, args.sampler, args.meter, q, args.seed,
                            args.epochs, args.overwrite,
                            show_progress=False if args.quiet or lines else None,
                            callbacks=[ProgressBar(enabled=True, lines=True)] if lines else ())
-    print(_summary(study))
+    if getattr(args, "json", False):
+        from ecopt.fmt import json_text
+
+        print(json_text(_summary_dict(study)))
+    else:
+        print(_summary(study))
     return 0
 
 

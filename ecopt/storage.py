@@ -480,6 +480,12 @@ def repair_main(args: Any) -> int:
         spec = st.repair_spec()
     finally:
         st.close()
+    if getattr(args, "json", False):
+        from ecopt.fmt import json_text
+
+        print(json_text({"restored": str(st.path / STUDY_FILE), "name": spec.get("name"),
+                         "created_at": spec.get("created_at")}))
+        return 0
     print(f"restored {st.path / STUDY_FILE} (study {spec.get('name', '?')!r}, created "
           f"{spec.get('created_at', '?')}); open it with ecopt.Study(..., storage=...) to resume")
     return 0

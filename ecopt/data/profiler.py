@@ -227,8 +227,7 @@ class Diagnosis:
         src = sorted({s.source for s in rows})
         lines.append(f"energy: {label} ({', '.join(src)})")
         lines.append("")
-        bound = "input-bound" if self.input_bound else "consumer-bound (input keeps up)"
-        lines.append(f"bottleneck stage: {self.bottleneck}   ->  the pipeline is {bound}")
+        lines.append(self.verdict())
         if self.consumer_rate is not None:
             lines.append(f"consumer (training step) could take {_fmt_rate(self.consumer_rate)} "
                          "samples/s")
@@ -250,6 +249,20 @@ class Diagnosis:
         return "\n".join(lines)
 
     __str__ = to_text
+
+    def verdict(self) -> str:
+        """One line: what limits the pipeline's speed, in words a newcomer reads once."""
+        try:
+            rate = f" ({_fmt_rate(self.stage(self.bottleneck).rate)} samples/s alone)"
+        except KeyError:
+            rate = ""
+        if self.input_bound:
+            return (f"limited by: the input pipeline (input-bound): the training step waits "
+                    f"for data; its slowest stage is {self.bottleneck}{rate}, so input knobs "
+                    "below can speed training up")
+        return (f"limited by: the training step (not input-bound): the input pipeline keeps "
+                f"up (its slowest stage is {self.bottleneck}{rate}), so input knobs cannot "
+                "speed training up much")
 
 
 def _fmt_rate(r: float) -> str:

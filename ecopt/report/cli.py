@@ -31,6 +31,7 @@ from typing import Any
 from ecopt.errors import EcoptError
 from ecopt.fmt import fmt_number, safe_text
 from ecopt.report.data import (
+    CompareData,
     ReportData,
     axis_values,
     build_compare,
@@ -254,16 +255,22 @@ def _parse_ref(text: str | None) -> list[float] | None:
 def compare_main(args: argparse.Namespace) -> int:
     """``ecopt compare RUN_A RUN_B ... [-o overlay.png] [--ref-point a,b]``."""
     data = build_compare(args.run_dirs, _parse_ref(args.ref_point))
+    as_json = getattr(args, "json", False)
+    if as_json:
+        from ecopt.fmt import json_text
+
+        print(json_text(compare_dict(data)))
     est = " (estimated)" if data.energy_estimated else ""
     ref = ("shared reference point: "
            + ", ".join(f"{o.name}={fmt_number(v)}" for o, v in zip(data.objectives, data.reference_point))
            + ("" if data.reference_given else " (inferred from all studies)")
            if data.reference_point is not None else "no reference point: no complete trial")
-    print(_clean(ref))
     rows = [[e.name, e.sampler, e.n_trials, e.n_complete, len(e.front_numbers), e.hypervolume,
              e.search_energy_j, e.host] for e in data.entries]
-    print(_table(["study", "sampler", "trials", "complete", "front", "hypervolume",
-                  f"search energy J{est} (trials + proposals)", "host"], rows))
+    if not as_json:
+        print(_clean(ref))
+        print(_table(["study", "sampler", "trials", "complete", "front", "hypervolume",
+                      f"search energy J{est} (trials + proposals)", "host"], rows))
     if args.out:
         from ecopt.report import figures as plot
 
@@ -271,8 +278,28 @@ def compare_main(args: argparse.Namespace) -> int:
             plot.compare(data).savefig(args.out, dpi=plot.DPI)
         except OSError as exc:
             return _write_error("compare", args.out, exc)
-        print(f"wrote {args.out}")
+        print(f"wrote {args.out}", file=sys.stderr if as_json else sys.stdout)
     return _done("compare", args, data.warnings)
+
+
+def compare_dict(data: CompareData) -> dict[str, Any]:
+    """What ``ecopt compare --json`` prints.
+
+    Args:
+        data: The comparison.
+    """
+    return {
+        "objectives": [{"name": o.name, "direction": o.direction} for o in data.objectives],
+        "reference_point": list(data.reference_point) if data.reference_point else None,
+        "reference_given": data.reference_given,
+        "energy_estimated": data.energy_estimated,
+        "studies": [{"name": e.name, "path": e.path, "sampler": e.sampler, "host": e.host,
+                     "trials": e.n_trials, "complete": e.n_complete,
+                     "front": list(e.front_numbers), "hypervolume": e.hypervolume,
+                     "search_energy_j": e.search_energy_j,
+                     "energy_estimated": e.energy_estimated} for e in data.entries],
+        "warnings": list(data.warnings),
+    }
 
 
 # ---------------------------------------------------------------------------
@@ -388,6 +415,42 @@ def show_text(data: ReportData, color: bool = False) -> str:
 def show_main(args: argparse.Namespace) -> int:
     """``ecopt show RUN_DIR``: trials by state, front table, best per objective."""
     data = build_report(args.run_dir)
+    if getattr(args, "json", False):
+        from ecopt.fmt import json_text
+
+        print(json_text(show_dict(data)))
+        return _done("show", args, data.warnings)
     color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
     print(show_text(data, color=color))
     return _done("show", args, data.warnings)
+
+
+def show_dict(data: ReportData) -> dict[str, Any]:
+    """What ``ecopt show --json`` prints: the summary as data, energies with their source.
+
+    Args:
+        data: The report data.
+    """
+    by_number = {r.number: r for r in data.records}
+    return {
+        "name": data.name, "path": data.path,
+        "objectives": [{"name": o.name, "direction": o.direction} for o in data.objectives],
+        "counts": dict(data.counts), "unfinished": list(data.unfinished),
+        "stop_reason": data.stop_reason,
+        "hypervolume": data.hypervolume,
+        "reference_point": list(data.reference_point) if data.reference_point else None,
+        "front": [{"trial": n, "params": dict(by_number[n].params),
+                   "values": dict(by_number[n].values), "energy_j": by_number[n].energy_j}
+                  for n in data.front if n in by_number],
+        "best": dict(data.best), "knee": data.knee,
+        "excluded": {str(k): v for k, v in data.excluded.items()},
+        "search_energy_j": data.search_energy_j,
+        "trial_energy_j": data.trial_energy_j, "proposal_energy_j": data.proposal_energy_j,
+        "energy_estimated": data.energy_estimated,
+        "energy_measured_any": data.energy_measured_any,
+        "provenance": [{"meter": p.meter, "component": p.component, "source": p.source,
+                        "measured": p.measured, "energy_j": p.energy_j}
+                       for p in data.provenance],
+        "sobol_fallbacks": list(data.sobol_fallbacks),
+        "warnings": list(data.warnings),
+    }

@@ -106,7 +106,7 @@ def test_cli_profile_prints_the_diagnosis(capsys):
     assert main(["profile", "insurance", "--backend", "polars", "--meter", "estimate",
                  "--batch-size", "128"]) == 0
     out = capsys.readouterr().out
-    assert "bottleneck stage:" in out and "ESTIMATED" in out and "backend polars" in out
+    assert "limited by: " in out and "ESTIMATED" in out and "backend polars" in out
     assert "LP allocation: backend=polars" in out
     assert main(["profile", "insurance", "--num-workers", "999"]) == 2
     assert "num_workers=999" in capsys.readouterr().err

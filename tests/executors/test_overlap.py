@@ -39,3 +39,32 @@ def test_note_only_for_overlapping_trials_with_host_wide_measured_energy() -> No
                                     rec(2, "b", 5, 10, True)])
     assert note is not None and note.startswith("trials 0, 1 ran concurrently")
     assert "cannot be split honestly" in note
+
+
+def test_local_batch_trials_start_when_they_run_not_when_their_batch_was_proposed(
+        tmp_path) -> None:
+    """A q-batch run locally runs its trials one after another: none overlaps another
+    (issue 28 item 7: they used to carry the batch's start, a false "ran concurrently")."""
+    import time
+
+    import ecopt
+
+    space = ecopt.SearchSpace({"x": ecopt.Float(0, 1)})
+    study = ecopt.Study(space, [ecopt.Objective("a", "min"), ecopt.Objective("b", "min")],
+                        sampler="sobol", meter="wallclock", seed=0, storage=tmp_path / "s")
+
+    def objective(t: ecopt.Trial) -> dict[str, float]:
+        time.sleep(0.15)
+        return {"a": t["x"], "b": 1 - t["x"]}
+
+    t0 = time.perf_counter()
+    study.optimize(objective, n_trials=6, batch_size=3, show_progress=False)
+    wall_s = time.perf_counter() - t0
+    recs = ecopt.load_study(tmp_path / "s").records
+    assert len(recs) == 6
+    assert all(v == [] for v in overlapping_trials(recs).values())
+    assert max_concurrency(recs) == {recs[0].host: 1}
+    # Each trial's duration is its own run: together they fit in the call's wall time.
+    assert sum(r.duration_s for r in recs) <= wall_s
+    starts = [dt.datetime.fromisoformat(r.started_at) for r in recs]
+    assert starts == sorted(starts) and len(set(starts)) == 6

@@ -374,11 +374,18 @@ def cli_main(args: argparse.Namespace) -> int:
         objectives = [s for s in args.objectives.split(",")]
     res = import_study(args.storage_url, args.study, args.out_dir, objectives=objectives,
                        overwrite=args.overwrite)
+    if getattr(args, "json", False):
+        from ecopt.fmt import json_text
+
+        print(json_text({"study": res.study_name, "path": str(res.path), "trials": res.counts,
+                         "running": res.running, "not_carried_over": list(res.not_carried)}))
+        return 1 if res.not_carried and getattr(args, "strict", False) else 0
     done = ", ".join(f"{n} {s}" for s, n in sorted(res.counts.items())) or "no finished trial"
     run = f", {res.running} running" if res.running else ""
     print(f"imported Optuna study {res.study_name!r} into {res.path}: {done}{run}")
     for note in res.not_carried:
         print(f"ecopt import-optuna: not carried over: {note}", file=sys.stderr)
     print(f"read it with: ecopt show {res.path}   (or ecopt report / ecopt dashboard)")
-    return 0
+    # --strict: something that could not be carried over counts as a warning.
+    return 1 if res.not_carried and getattr(args, "strict", False) else 0
 
