@@ -115,6 +115,15 @@ def run_config(name: str, problems: Sequence[str], sizes: Sequence[int], seeds: 
     return got["rows"], got["versions"]
 
 
+def _stack_note(libs: dict[str, str]) -> str:
+    """The note naming the BoTorch stack the proposals were timed with."""
+    if not libs:
+        return ""
+    return ("proposals timed with " + ", ".join(f"{k} {v}" for k, v in sorted(libs.items()))
+            + " (the versions line above is the driver process's; with --floor the timed "
+              "processes import the older stack)")
+
+
 def summarise(rows: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[Any]]]:
     """One row per (M, n, configuration): median CPU s, speed-up against all off, HV gain."""
     cells: dict[tuple[str, int, str], list[dict[str, Any]]] = {}
@@ -147,7 +156,8 @@ def gains(rows: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[Any]]]:
 
     A cell is the median CPU time with the path off over the median with every path
     on, per (M, n); ``None`` where the path does not apply (not in the proposal's
-    recorded ``fast_path_off`` when switched off).
+    recorded ``fast_path_off`` when switched off) or is absent from this BoTorch
+    (already off with every path on, as ``dense_posterior`` before BoTorch 0.16).
     """
     med: dict[tuple[int, int, str], float] = {}
     applies: dict[tuple[int, int, str], bool] = {}
@@ -164,7 +174,9 @@ def gains(rows: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[Any]]]:
     for path in PATHS:
         c = f"no {path}"
         out.append([path, *[round(med[(m, n, c)] / med[(m, n, "all on")], 2)
-                            if (m, n, c) in med and applies[(m, n, c)] else None
+                            if (m, n, c) in med and applies[(m, n, c)]
+                            and not any(path in r["off"] for r in by.get((m, n, "all on"), ()))
+                            else None
                             for m, n in sizes]])
     out.append(["all five", *[round(med[(m, n, "all off")] / med[(m, n, "all on")], 2)
                               if (m, n, "all off") in med else None for m, n in sizes]])
@@ -192,8 +204,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         old = read_run(args.rebuild)
         cases = old.facts["cases"]
+        notes = list(old.notes)
+        stack = _stack_note(old.facts.get("measured_stack") or {})
+        if stack and not any(n.startswith(stack.split(":")[0]) for n in notes):
+            notes.append(stack)
         run = write_run(args.rebuild, script=old.script, command=old.command,
-                        tables=_tables(cases), energy=old.energy, notes=old.notes,
+                        tables=_tables(cases), energy=old.energy, notes=notes,
                         facts=old.facts, date=old.date, git=(old.git_commit, old.git_dirty))
         print(f"rebuilt {run.path}")
         return 0
@@ -220,7 +236,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             a for a in (argv if argv is not None else sys.argv[1:]) if a)
         notes = [f"load average before {' '.join(load0)}, after {' '.join(load1)} "
                  "(a shared 2-core machine: CPU times are per process, wall time is not used)",
-                 *args.note]
+                 _stack_note(libs), *args.note]
         run = write_run(args.record, script="benchmarks/fast_paths.py", command=cmd,
                         tables=tables, energy=None, notes=notes,
                         facts={"floor": args.floor, "seeds": args.seeds,

@@ -19,6 +19,8 @@ Measured gain (fast path ``sweep_boxes``, three objectives only): proposals 3.1x
 CPU time with only this path switched off, against all paths on, median of 3 seeds,
 BoTorch 0.18.1, a shared 2-core machine; rows where a path does not apply vary by up
 to 1.5x from noise alone).
+On a quiet machine (``2026-12-05-quiet``): 2.23x, 1.63x and 1.41x; at the floor
+BoTorch 0.15 (``2026-12-05-floor``): 1.64x, 1.76x and 1.36x.
 
 Sweep (maximisation, reference point r): take the points by the third
 objective, highest first. Between two consecutive third-objective levels the

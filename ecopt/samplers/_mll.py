@@ -19,6 +19,9 @@ where the acquisition dominates. From ``docs/results/fast_paths/2026-12-05``
 (``benchmarks/fast_paths.py``: one proposal's CPU time with only this path switched
 off, against all paths on, median of 3 seeds, BoTorch 0.18.1, a shared 2-core
 machine; rows where a path does not apply vary by up to 1.5x from noise alone).
+On a quiet machine (``2026-12-05-quiet``) it measured 1.26-1.53x (1.53x at M = 3,
+n = 20), and at the floor BoTorch 0.15 (``2026-12-05-floor``) at most 1.2x: the
+narrowest of the five gains, kept because it buys 1.5x and more at the newest BoTorch.
 
 Covered: a one-output, unbatched ``SingleTaskGP`` with no input transform, a
 constant (prior-free) or zero mean, an RBF kernel (one or ``d`` lengthscales,
