@@ -81,7 +81,10 @@ from ecopt.workloads.device import (
 )
 
 __all__ = ["TabularObjective", "build_mlp_regressor", "profile_target", "finish_trial",
-           "generated_path", "set_threads", "DeviceObjective"]
+           "generated_path", "set_threads", "DeviceObjective", "TRAIN_METRIC"]
+
+#: The name of the training-efficiency metric the data workloads return.
+TRAIN_METRIC = "samples_per_joule"
 
 _GENERATED: dict[tuple[Any, ...], Path] = {}
 

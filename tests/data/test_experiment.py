@@ -59,3 +59,36 @@ def test_tiny_run_writes_studies_tables_and_plot(tmp_path):
     assert sorted((r["params"]["backend"], r["params"]["repeat"]) for r in recs) == [
         ("pandas", 0), ("pandas", 1), ("polars", 0), ("polars", 1)]
     assert (out / "dataframe_energy.png").stat().st_size > 0
+
+
+def test_device_cuda_without_a_gpu_stops_before_anything_runs(tmp_path, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(SystemExit, match=r"--device: device 'cuda' was asked for"):
+        _script().main(["--quiet", "--out", str(tmp_path / "x"), "--device", "cuda"])
+    assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.slow
+def test_vision_workload_on_the_device_with_its_masking_finding(tmp_path):
+    out = tmp_path / "dfe"
+    level = logging.getLogger("ecopt").level
+    try:
+        rc = _script().main(["--quiet", "--meter", "estimate", "--out", str(out), "--repeats", "1",
+                             "--only", "coco", "--vision", "--vision-images", "8",
+                             "--vision-size", "16", "--device", "cpu", "--no-operators"])
+    finally:
+        logging.getLogger("ecopt").setLevel(level)
+    assert rc == 0
+    run = json.loads((out / "summary.json").read_text())
+    assert run["facts"]["device"] == "cpu"
+    rows = run["tables"]["workflow"]["rows"]
+    assert [(r[0], r[1]) for r in rows] == [("coco-resnet18", b) for b in ("pandas", "polars",
+                                                                            "dask")]
+    found = [r for r in run["tables"]["findings"]["rows"]
+             if r[0] == "a heavy model masks the backend"]
+    assert len(found) == 2 and "backends differ by" in found[1][-1]
+    text = (out / "summary.md").read_text()
+    assert "generated COCO-sized images (8 quality-90 JPEGs of 640x480" in text
+    assert "Device cpu" in text
