@@ -89,3 +89,27 @@ def test_operator_traces_run_polars_lazy_beside_eager(tmp_path):
     lazy = {r[2]: r for r in table.rows if r[1] == "polars-lazy"}
     assert set(lazy) == {"read", "join", "group_by", "encode", "to_tensor"}
     assert "insurance/polars-lazy" in ram
+
+
+@pytest.mark.slow
+def test_vision_workload_on_the_device_with_its_masking_finding(tmp_path):
+    out = tmp_path / "dfe"
+    level = logging.getLogger("ecopt").level
+    try:
+        rc = _script().main(["--quiet", "--meter", "estimate", "--out", str(out), "--repeats", "1",
+                             "--only", "coco", "--vision", "--vision-images", "8",
+                             "--vision-size", "16", "--device", "cpu", "--no-operators"])
+    finally:
+        logging.getLogger("ecopt").setLevel(level)
+    assert rc == 0
+    run = json.loads((out / "summary.json").read_text())
+    assert run["facts"]["device"] == "cpu"
+    rows = run["tables"]["workflow"]["rows"]
+    assert [(r[0], r[1]) for r in rows] == [("coco-resnet18", b) for b in ("pandas", "polars",
+                                                                            "dask")]
+    found = [r for r in run["tables"]["findings"]["rows"]
+             if r[0] == "a heavy model masks the backend"]
+    assert len(found) == 2 and "backends differ by" in found[1][-1]
+    text = (out / "summary.md").read_text()
+    assert "generated COCO-sized images (8 quality-90 JPEGs of 640x480" in text
+    assert "Device of the MLPs and NCF, and of the vision model: cpu" in text
