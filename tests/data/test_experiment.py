@@ -54,7 +54,20 @@ def test_tiny_run_writes_studies_tables_and_plot(tmp_path):
     assert [(r[0], r[1], r[2]) for r in rows] == [
         ("insurance-mlp-regression", "pandas", 2), ("insurance-mlp-regression", "polars", 2),
         ("insurance-svr", "pandas", 2), ("insurance-svr", "polars", 2)]
-    assert all(r[5]["value"] > 0 and r[6]["value"] > 0 for r in rows)  # total s, CPU s
+    cols = run["tables"]["workflow"]["columns"]
+    assert cols[4:7] == ["train s", "inference s", "total s"]
+    assert "inference J (ESTIMATED)" in cols
+    tot, cpu, inf_s, inf_j = (cols.index(c) for c in ("total s", "total CPU s", "inference s",
+                                                     "inference J (ESTIMATED)"))
+    assert all(r[tot]["value"] > 0 and r[cpu]["value"] > 0 for r in rows)
+    # inference is its own phase, apart from training, and a part of the total
+    assert all(0 < r[inf_s]["value"] < r[tot]["value"] and r[inf_j]["value"] > 0 for r in rows)
+    import importlib.metadata as md
+
+    versions = {r[0]: r[1:] for r in run["tables"]["versions"]["rows"]}
+    assert set(versions) == {"pandas", "polars", "dask", "pyarrow", "torch"}
+    assert versions["pandas"][0] == md.version("pandas")
+    assert versions["torch"][1] == "not given in the study material available here"
     recs = [json.loads(x) for x in (out / "insurance-svr" / "trials.jsonl")
             .read_text().splitlines()]
     assert sorted((r["params"]["backend"], r["params"]["repeat"]) for r in recs) == [
