@@ -47,6 +47,8 @@ from ecopt import pareto
 TARGET = 0.95
 SOURCE_TRIALS = 20
 ARMS = ("cold", "transfer", "by-hand", "unrelated")
+#: Every arm this script knows (``mtgp``: the MultiTaskGP alternative, :mod:`benchmarks._mtgp`).
+ALL_ARMS = (*ARMS, "mtgp")
 DIRECTIONS = (("v100", "a40"), ("a40", "v100"))
 OBJS = [ecopt.Objective("energy_j", "min"), ecopt.Objective("time_s", "min")]
 
@@ -73,9 +75,6 @@ def run_study(trace: ZeusTrace, seed: int, budget: int, storage: Path | None = N
               transfer_from: Sequence[Path] = (), enqueue: Sequence[dict[str, Any]] = (),
               min_trials: int = 0) -> dict[str, Any]:
     """One study on ``trace``; stops after reaching the target (and ``min_trials``)."""
-    ref = trace.ref_point()
-    max_hv = trace.max_hv()
-    rng = np.random.default_rng(10_000 + seed)
     sampler = ecopt.samplers.QLogNEHVISampler(seed=seed)
     study = ecopt.Study(trace.space(), OBJS, storage=storage, sampler=sampler,
                         meter="estimate", seed=seed, transfer_from=list(transfer_from) or None)
@@ -85,13 +84,50 @@ def run_study(trace: ZeusTrace, seed: int, budget: int, storage: Path | None = N
             queue.append(study.space.validate(p))
         except (ValueError, TypeError):
             continue
+    out = _drive(study, trace, seed, budget, min_trials,
+                 lambda: study.ask(params=queue.pop(0)) if queue else study.ask())
+    out["proposal_energy_j_estimated"] = sum(
+        r.proposal.get("search", {}).get("energy_j", 0.0) or 0.0 for r in study.records)
+    study.close()
+    return out
+
+
+def run_mtgp_study(trace: ZeusTrace, seed: int, budget: int, source: Path) -> dict[str, Any]:
+    """The ``mtgp`` arm: per-objective MultiTaskGPs with the source as a task (:mod:`benchmarks._mtgp`)."""
+    from benchmarks._mtgp import MTGPProposer
+    from ecopt.meters.estimate import DEFAULT_CPU_W_PER_CORE
+
+    study = ecopt.Study(trace.space(), OBJS, sampler="random", meter="estimate", seed=seed)
+    cands = [{d: (row[d] if d == "optimizer" else int(row[d]) if float(row[d]).is_integer()
+                  else float(row[d])) for d in trace.dims}
+             for _, row in trace.configs.iterrows()]
+    prop = MTGPProposer(study.space, OBJS, source, cands)
+
+    def ask() -> ecopt.Trial | None:
+        p = prop.propose(study.records, [dict(r.params) for r in study.records])
+        return None if p is None else study.ask(params=p)
+
+    out = _drive(study, trace, seed, budget, 0, ask)
+    out["proposal_energy_j_estimated"] = prop.cpu_s * DEFAULT_CPU_W_PER_CORE
+    study.close()
+    return out
+
+
+def _drive(study: ecopt.Study, trace: ZeusTrace, seed: int, budget: int, min_trials: int,
+           ask: Any) -> dict[str, Any]:
+    """Run ``study`` on ``trace`` with ``ask()`` giving each trial (``None``: nothing left)."""
+    ref = trace.ref_point()
+    max_hv = trace.max_hv()
+    rng = np.random.default_rng(10_000 + seed)
     energy = 0.0
     true_pts: list[np.ndarray] = []
     e95 = math.inf
-    hv_curve = []
+    hv_curve: list[float] = []
     trust = []
     for i in range(budget):
-        t = study.ask(params=queue.pop(0)) if queue else study.ask()
+        t = ask()
+        if t is None:
+            break
         try:
             y = trace.sample(t.params, rng)
         except ValueError:  # a hole in the product space
@@ -110,11 +146,8 @@ def run_study(trace: ZeusTrace, seed: int, budget: int, storage: Path | None = N
             e95 = energy
         if math.isfinite(e95) and i + 1 >= min_trials:
             break
-    proposals_j = sum(r.proposal.get("search", {}).get("energy_j", 0.0) or 0.0
-                      for r in study.records)
-    study.close()
-    return {"energy_to_95_j": e95, "trials": len(hv_curve), "final_hv": hv_curve[-1],
-            "proposal_energy_j_estimated": proposals_j, "trust": trust}
+    return {"energy_to_95_j": e95, "trials": len(hv_curve),
+            "final_hv": hv_curve[-1] if hv_curve else 0.0, "trust": trust}
 
 
 def _front_params(path: Path) -> list[dict[str, Any]]:
@@ -122,9 +155,10 @@ def _front_params(path: Path) -> list[dict[str, Any]]:
     return [dict(r.params) for r in sorted(s.best_trials(), key=lambda r: r.values["energy_j"])]
 
 
-def run_seed(workload: tuple[str, str], seed: int, budget: int, root: Path
-             ) -> list[dict[str, Any]]:
-    """Every arm of one workload, both directions, one seed."""
+def run_seed(workload: tuple[str, str], seed: int, budget: int, root: Path,
+             arms: Sequence[str] = ARMS) -> list[dict[str, Any]]:
+    """The arms of one workload, both directions, one seed (``cold`` always runs: the
+    sources are its first 20 trials)."""
     d, n = workload
     traces = {g: ZeusTrace.load(TRACE_DIR, d, n, gpu=g) for g in ("v100", "a40")}
     out = []
@@ -138,11 +172,13 @@ def run_seed(workload: tuple[str, str], seed: int, budget: int, root: Path
         src = _truncate(cold_dirs[src_gpu], root / f"src-{src_gpu}", SOURCE_TRIALS)
         junk = _truncate(cold_dirs[src_gpu], root / f"junk-{src_gpu}", SOURCE_TRIALS,
                          shuffle_seed=seed)
-        runs = {"cold": cold[dst_gpu],
-                "transfer": run_study(traces[dst_gpu], seed, budget, transfer_from=[src]),
-                "by-hand": run_study(traces[dst_gpu], seed, budget,
-                                     enqueue=_front_params(src)),
-                "unrelated": run_study(traces[dst_gpu], seed, budget, transfer_from=[junk])}
+        make = {"transfer": lambda: run_study(traces[dst_gpu], seed, budget, transfer_from=[src]),
+                "by-hand": lambda: run_study(traces[dst_gpu], seed, budget,
+                                             enqueue=_front_params(src)),
+                "unrelated": lambda: run_study(traces[dst_gpu], seed, budget,
+                                               transfer_from=[junk]),
+                "mtgp": lambda: run_mtgp_study(traces[dst_gpu], seed, budget, src)}
+        runs = {"cold": cold[dst_gpu], **{a: make[a]() for a in arms if a != "cold"}}
         for arm, r in runs.items():
             out.append({"workload": f"{d}", "direction": f"{src_gpu}->{dst_gpu}",
                         "arm": arm, "seed": seed, **r})
@@ -163,16 +199,17 @@ def _p_less(a: Sequence[float], b: Sequence[float]) -> float | None:
 def summarise(runs: Sequence[dict[str, Any]]) -> tuple[list[list[Any]], dict[str, Any]]:
     """Table rows (per workload, direction, arm) and overall facts."""
     rows = []
-    ratios: dict[str, list[float]] = {a: [] for a in ARMS}
-    worse: dict[str, int] = {a: 0 for a in ARMS}
-    counts: dict[str, int] = {a: 0 for a in ARMS}
+    arms = [a for a in ALL_ARMS if any(r["arm"] == a for r in runs)]
+    ratios: dict[str, list[float]] = {a: [] for a in arms}
+    worse: dict[str, int] = {a: 0 for a in arms}
+    counts: dict[str, int] = {a: 0 for a in arms}
     keys = sorted({(r["workload"], r["direction"]) for r in runs})
     for w, dr in keys:
         by = {a: sorted((r for r in runs if r["workload"] == w and r["direction"] == dr
-                         and r["arm"] == a), key=lambda r: r["seed"]) for a in ARMS}
+                         and r["arm"] == a), key=lambda r: r["seed"]) for a in arms}
         base = [r["energy_to_95_j"] for r in by["cold"]]
         med_base = float(np.median(base))
-        for a in ARMS:
+        for a in arms:
             e = [r["energy_to_95_j"] for r in by[a]]
             med = float(np.median(e))
             saving = med_base / med if math.isfinite(med) and med > 0 else 0.0
@@ -191,7 +228,7 @@ def summarise(runs: Sequence[dict[str, Any]]) -> tuple[list[list[Any]], dict[str
                          float(np.median([r["proposal_energy_j_estimated"] for r in by[a]]))])
     facts = {a: {"median_saving_x": float(np.median(ratios[a])) if ratios[a] else None,
                  "runs_worse_than_cold": worse[a], "runs": counts[a]}
-             for a in ARMS if a != "cold"}
+             for a in arms if a != "cold"}
     return rows, facts
 
 
@@ -209,10 +246,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--seed-offset", type=int, default=0)
     ap.add_argument("--budget", type=int, default=40, help="max trials per study")
     ap.add_argument("--workloads", nargs="*", default=None, help="datasets (default: all six)")
+    ap.add_argument("--arms", nargs="+", default=list(ARMS), choices=ALL_ARMS,
+                    help="arms to run (cold always runs); mtgp: the MultiTaskGP alternative")
     ap.add_argument("--zeus-dir", default=str(TRACE_DIR))
     ap.add_argument("--record", default=None, help="docs/results/transfer/<date> to write")
     ap.add_argument("--runs-json", default=None, help="also write every run here")
-    ap.add_argument("--load-runs", default=None, help="summarise runs written before")
+    ap.add_argument("--load-runs", nargs="+", default=None,
+                    help="summarise runs written before (--runs-json files; several are joined)")
+    ap.add_argument("--note", action="append", default=[], help="a caveat kept with the record")
     args = ap.parse_args(argv)
     TRACE_DIR = Path(args.zeus_dir)
     workloads = [k for k in DEFAULT_TARGETS if args.workloads is None or k[0] in args.workloads]
@@ -220,12 +261,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     t0 = time.time()
     runs: list[dict[str, Any]] = []
     if args.load_runs:
-        runs = json.loads(Path(args.load_runs).read_text())
+        for f in args.load_runs:
+            runs += json.loads(Path(f).read_text())
     else:
         for seed in range(args.seed_offset, args.seed_offset + args.seeds):
             for w in workloads:
                 with tempfile.TemporaryDirectory() as tmp:
-                    runs += run_seed(w, seed, args.budget, Path(tmp))
+                    runs += run_seed(w, seed, args.budget, Path(tmp), args.arms)
                 print(f"seed {seed} {w[0]}: {time.time() - t0:.0f} s", file=sys.stderr,
                       flush=True)
                 if args.runs_json:
@@ -261,7 +303,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                    "reached 95% counts as infinite energy (median shown as '-' when it is)",
                    "saving = cold's energy to 95% over the arm's, per seed (median over "
                    "seeds and workloads in 'overall'); p = one-sided Mann-Whitney U that the "
-                   "arm needs less energy than cold"],
+                   "arm needs less energy than cold", *args.note],
             facts={"target_fraction_of_max_hv": TARGET, "source_trials": SOURCE_TRIALS,
                    "overall": facts, "runs": runs})
     return 0
