@@ -80,6 +80,7 @@ from ecopt.fmt import fmt_number
 __all__ = [
     "Table", "RecordedRun", "MarkerProblem", "interval", "render_cell", "render_table",
     "write_run", "read_run", "results_dir", "command_line", "git_commit", "library_versions",
+    "DATAFRAME_LIBRARIES", "versions_table",
     "machine_line", "estimated_energy", "render_markers", "check_docs", "update_docs",
     "marker_block", "RESULTS_ROOT", "DEFAULT_LIBRARIES", "trimmed_mean_ci", "trimmed_interval",
     "record_dirs", "adopt_tables",
@@ -295,6 +296,32 @@ def library_versions(extra: Iterable[str] = ()) -> dict[str, str]:
         except metadata.PackageNotFoundError:
             continue
     return out
+
+
+#: The libraries a dataframe study's figures depend on, listed in every dataframe summary.
+DATAFRAME_LIBRARIES = ("pandas", "polars", "dask", "pyarrow", "torch")
+#: The seed material gives no library versions for the dataframe study; a summary says so
+#: beside this run's instead of leaving the column out.
+_STUDY_VERSIONS_UNKNOWN = "not given in the study material available here"
+
+
+def versions_table(libraries: Sequence[str] = DATAFRAME_LIBRARIES,
+                   study: Mapping[str, str] | None = None) -> Table:
+    """One row per library: its version in this run beside the study's.
+
+    Args:
+        libraries: Package names (distribution names, as ``importlib.metadata`` knows them).
+        study: The study's version per library, where the study gives one.
+
+    Returns:
+        A ``library | this run | study`` table; ``not installed`` where a library is
+        missing here, a sentence saying the version is not given where the study is silent.
+    """
+    here = library_versions(libraries)
+    study = dict(study or {})
+    rows = [[lib, here.get(lib, "not installed"), study.get(lib, _STUDY_VERSIONS_UNKNOWN)]
+            for lib in libraries]
+    return Table(["library", "this run", "study"], rows)
 
 
 def machine_line() -> str:

@@ -55,6 +55,7 @@ from docs.recorded import (  # noqa: E402
     record_dirs,
     trimmed_interval,
     trimmed_mean_ci,
+    versions_table,
     write_run,
 )
 
@@ -106,8 +107,16 @@ def resolve_data(args: Any, workdir: Path) -> dict[str, Any]:
                     f"{args.ml_movies:,} movies")
         write_movielens_side_files(ml.parent, ml, args.seed)
         ml_label = f"generated stand-in (ML-1M schemas: ratings/users/movies.dat; {size})"
-    return {"insurance": ins, "insurance_label": ins_label, "movielens": ml,
-            "movielens_label": ml_label}
+    out = {"insurance": ins, "insurance_label": ins_label, "movielens": ml,
+           "movielens_label": ml_label}
+    if getattr(args, "vision", False):
+        from ecopt.workloads.vision import COCO_HEIGHT, COCO_WIDTH, write_coco_like
+
+        out["coco"] = str(write_coco_like(workdir / "coco", args.vision_images, 4, args.seed))
+        out["coco_label"] = (f"generated COCO-sized images ({args.vision_images} quality-90 JPEGs "
+                             f"of {COCO_WIDTH}x{COCO_HEIGHT}, 4 classes, annotations.csv "
+                             "manifest), decoded by each backend's pipeline")
+    return out
 
 
 def workloads(args: Any, data: dict[str, Any]) -> dict[str, tuple[Any, str, str]]:
@@ -142,6 +151,16 @@ def workloads(args: Any, data: dict[str, Any]) -> dict[str, tuple[Any, str, str]
     out["movielens-mf"] = (
         MatrixFactorizationObjective(data=ml, defaults={**common, "epochs": args.mf_epochs}),
         "rmse", "min")
+    if args.vision:
+        from ecopt.workloads.vision import VisionObjective
+
+        out[f"coco-{args.vision_model}"] = (
+            VisionObjective(manifest=data.get("coco"), n_images=args.vision_images,
+                            seed=args.seed, device=dev,
+                            defaults={**common, "model": args.vision_model,
+                                      "image_size": args.vision_size,
+                                      "epochs": args.vision_epochs, "batch_size": 32}),
+            "accuracy", "max")
     if args.only:
         keep = [k for k in out if any(o in k for o in args.only)]
         if not keep:
@@ -213,22 +232,25 @@ def workflow_table(results: dict[str, Any], backends: Sequence[str], energy_word
                 return sum(v.energy_j for v in vals)
 
             data_s = trimmed_interval([phase_sum(r, ("load", "preprocess"), "s") for r in recs])
-            rest_s = trimmed_interval([phase_sum(r, ("train", "inference"), "s") for r in recs])
+            train_s = trimmed_interval([phase_sum(r, ("train",), "s") for r in recs])
+            infer_s = trimmed_interval([phase_sum(r, ("inference",), "s") for r in recs])
             tot_s = trimmed_interval([phase_sum(r, PHASES, "s") for r in recs])
             cpu = trimmed_interval([phase_sum(r, PHASES, "cpu") for r in recs])
             data_j = trimmed_interval([phase_sum(r, ("load", "preprocess"), "j") for r in recs])
             tot_j = trimmed_interval([phase_sum(r, PHASES, "j") for r in recs])
+            infer_j = trimmed_interval([phase_sum(r, ("inference",), "j") for r in recs])
             ram = trimmed_interval([max(r.metrics.get("ram_delta_mb_load", math.nan),
                                         r.metrics.get("ram_delta_mb_preprocess", math.nan))
                                     for r in recs])
             q = trimmed_mean_ci([r.values[quality] for r in recs])[0]
-            rows.append([name, b, len(recs), data_s, rest_s, tot_s, cpu, data_j, tot_j,
-                         ram["value"], f"{quality} {q:.4g}"])
+            rows.append([name, b, len(recs), data_s, train_s, infer_s, tot_s, cpu, data_j,
+                         infer_j, tot_j, ram["value"], f"{quality} {q:.4g}"])
             facts[name][b] = {"n": len(recs), "total_s": tot_s, "cpu_s": cpu, "total_j": tot_j,
-                              "data_j": data_j, quality: q}
-    cols = ["dataset / model", "backend", "runs", "load + preprocess s", "train + inference s",
-            "total s", "total CPU s", f"load + preprocess J ({energy_word})",
-            f"total J ({energy_word})", "RAM added in load/preprocess MB", "quality"]
+                              "data_j": data_j, "inference_j": infer_j, quality: q}
+    cols = ["dataset / model", "backend", "runs", "load + preprocess s", "train s",
+            "inference s", "total s", "total CPU s", f"load + preprocess J ({energy_word})",
+            f"inference J ({energy_word})", f"total J ({energy_word})",
+            "RAM added in load/preprocess MB", "quality"]
     return Table(cols, rows), facts
 
 
@@ -337,6 +359,31 @@ def findings_table(wf: dict[str, Any], ram: dict[str, Any], energy_word: str) ->
                          f"polars ranks {order.index('polars') + 1} of 3 (1 = least), "
                          f"{vals['polars']['value'] / vals['pandas']['value']:.2f}x pandas; "
                          f"intervals {'apart' if apart else 'overlap'}"])
+    for name in [n for n in wf if n.startswith("coco-")]:
+        f = wf[name]
+        if not all(b in f for b in BACKENDS):
+            continue
+        data = {b: f[b]["data_j"] for b in BACKENDS}
+        tot = {b: f[b]["total_j"] for b in BACKENDS}
+
+        def spread(v: dict[str, dict[str, float]]) -> float:
+            lo = min(x["value"] for x in v.values())
+            return (max(x["value"] for x in v.values()) - lo) / lo if lo > 0 else math.nan
+
+        def any_apart(v: dict[str, dict[str, float]]) -> bool:
+            return any(_apart(v[a], v[b]) for a in BACKENDS for b in BACKENDS if a != b)
+
+        masked = any_apart(data) and not any_apart(tot)
+        rows.append(["a heavy model masks the backend", f"{name}: load + preprocess J "
+                     f"({energy_word})", data["pandas"], data["polars"], data["dask"],
+                     f"backends differ by {spread(data):.0%} (max/min - 1); intervals "
+                     f"{'apart' if any_apart(data) else 'overlap'}"])
+        rows.append(["a heavy model masks the backend", f"{name}: whole workflow J "
+                     f"({energy_word})", tot["pandas"], tot["polars"], tot["dask"],
+                     f"backends differ by {spread(tot):.0%}; "
+                     + ("holds: the data-side difference is lost in the total" if masked else
+                        "not shown: " + ("the totals differ too" if any_apart(tot) else
+                                         "no data-side difference to mask"))])
     return Table(["finding", "measure", "pandas", "polars", "dask", "here"], rows)
 
 
@@ -408,6 +455,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="backends of the operator traces (default: --backends, with "
                         "polars-lazy beside polars)")
     C.add_device_arg(p)
+    p.add_argument("--vision", action="store_true",
+                   help="add the vision workload: generated COCO-sized JPEGs decoded by each "
+                        "backend into a torchvision model (does a heavy model mask the backend?)")
+    p.add_argument("--vision-model", default="resnet18",
+                   help="torchvision model name, built from its config (no download)")
+    p.add_argument("--vision-images", type=int, default=200, help="generated images")
+    p.add_argument("--vision-size", type=int, default=224, help="side the model sees, pixels")
+    p.add_argument("--vision-epochs", type=int, default=1)
     p.add_argument("--record", nargs="?", const="", default=None, metavar="TAG",
                    help="also write the summary to docs/results/dataframe_energy/<date>[-TAG]")
     args = p.parse_args(argv)
@@ -437,25 +492,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     if ops:
         tables["operators"], ram = operator_tables(ops, word)
     tables["findings"] = findings_table(wf_facts, ram, word)
+    tables["versions"] = versions_table()
     notes = [
         f"Insurance: {data['insurance_label']}.",
         f"MovieLens: {data['movielens_label']}.",
         f"{args.repeats} runs per cell; trimmed mean (20% cut at each end) with a 95% interval "
         "(Tukey-McLaughlin), lower bounds clipped at 0. Whole workflow = load + preprocess + "
-        "train + inference of the same model; every backend trains identical code.",
+        "train + inference of the same model; every backend trains identical code. Inference "
+        "is reported apart from training: the vision workload reads and decodes its held-out "
+        "images through the backend inside the inference phase; the tabular and NCF workloads "
+        "infer on held-out tensors their backend built in preprocess.",
         "The machine was shared with other jobs (1-minute load average "
         f"{load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end): CPU seconds are the "
         "robust measure, wall seconds are shown too.",
         "Operators: each backend traced in a fresh process per run (no warm-up, as a script "
         "starts), results materialised operator by operator.",
-        f"Device of the MLPs and NCF: {args.resolved_device} (to-tensor output copied there, "
-        "pinned on CUDA); the classic models and MF ran on the CPU.",
+        f"Device of the MLPs and NCF{', and of the vision model' if args.vision else ''}: "
+        f"{args.resolved_device} (models, batches and the to-tensor output there, pinned host "
+        "memory on CUDA); the classic models (random forest, SVR, XGBoost, TabNet) and MF ran "
+        "on the CPU.",
         f"torch threads {args.threads}; models single-threaded. MLP {args.tab_epochs} epochs, "
         f"NCF {args.ncf_epochs} epoch(s), MF {args.mf_epochs} epochs.",
     ]
+    if args.vision:
+        notes.insert(2, f"Vision: {data['coco_label']}; {args.vision_model} (random weights), "
+                        f"{args.vision_size}px, {args.vision_epochs} epoch(s).")
     energy = (estimated_energy(prov.split("(", 1)[-1].split(";")[0].strip(), meter=mname)
               if not measured else {"meter": mname, "measured": True, "note": prov})
-    facts = {"wall_s": time.monotonic() - t0, "cpu_s_main_process": time.process_time() - c0,
+    facts = {"device": args.resolved_device, "wall_s": time.monotonic() - t0,
+             "cpu_s_main_process": time.process_time() - c0,
              "workflow": wf_facts, "ram": ram,
              "data": {k: str(v) for k, v in data.items()}}
     png = plot(wf_facts, results, args.backends, Path(args.out) / "dataframe_energy.png")

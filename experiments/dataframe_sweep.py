@@ -45,6 +45,7 @@ from docs.recorded import (  # noqa: E402
     git_commit,
     record_dirs,
     trimmed_interval,
+    versions_table,
     write_run,
 )
 
@@ -173,7 +174,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for d in record_dirs(out, "dataframe_sweep", args.record):
         write_run(d, script="experiments/dataframe_sweep.py",
                   command=command_line("experiments/dataframe_sweep.py", argv),
-                  tables={"sweep": sweep, "claim": claim}, energy=energy, notes=notes,
+                  tables={"sweep": sweep, "claim": claim, "versions": versions_table()},
+                  energy=energy, notes=notes,
                   facts={"wall_s": time.monotonic() - t0, "cells": facts}, git=sha,
                   title="Dataframe operators over data sizes: the polars bulk-operator claim")
     if not args.quiet:

@@ -86,3 +86,15 @@ def test_bad_input(tmp_path):
         results_dir("plumber", date="04-12-2026")
     assert results_dir("plumber", tag="m4", date="2026-12-04").as_posix() == \
         "docs/results/plumber/2026-12-04-m4"
+
+
+def test_versions_table_sets_this_run_beside_the_study():
+    import importlib.metadata as md
+
+    from docs.recorded import versions_table
+
+    t = versions_table(("pandas", "surely-not-installed-pkg"), study={"pandas": "1.5.3"})
+    assert list(t.columns) == ["library", "this run", "study"]
+    assert [list(r) for r in t.rows] == [["pandas", md.version("pandas"), "1.5.3"],
+                      ["surely-not-installed-pkg", "not installed",
+                       "not given in the study material available here"]]

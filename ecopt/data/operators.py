@@ -176,16 +176,70 @@ def _pandas_plan(dataset: str, path: Path) -> list[tuple[str, Callable[[dict[str
 
 # ---- polars -------------------------------------------------------------------------------
 
-def _pl_dat(path: Path, names: Sequence[str], ints: Sequence[str]) -> Any:
+def _pl_dat(path: Path, names: Sequence[str], ints: Sequence[str], lazy: bool = False) -> Any:
     """A ``::`` file as a polars frame: lines split on ``::`` (titles contain ':', so no
-    one-byte separator trick here)."""
+    one-byte separator trick here). ``lazy=True`` gives a ``LazyFrame`` (``scan_csv``: nothing
+    is read until the plan is collected); otherwise a ``DataFrame``, read now."""
     import polars as pl
 
-    lines = pl.read_csv(path, has_header=False, separator="\x1f", new_columns=["line"],
-                        quote_char=None, encoding="utf8-lossy")
+    reader = pl.scan_csv if lazy else pl.read_csv
+    lines = reader(path, has_header=False, separator="\x1f", new_columns=["line"],
+                   quote_char=None, encoding="utf8-lossy")
     parts = pl.col("line").str.split_exact("::", len(names) - 1)
     out = lines.select(parts.struct.rename_fields(list(names)).alias("s")).unnest("s")
     return out.with_columns([pl.col(c).cast(pl.Int64) for c in ints])
+
+
+# Operators that read the same on a polars DataFrame (eager: run now) and a LazyFrame (lazy:
+# the plan grows). The eager and lazy plans share them, so the two backends differ only where
+# the engines must: reading, the one-hot categories, and when the work is collected.
+
+def _pl_ml_join(s: dict[str, Any]) -> Any:
+    """MovieLens: ratings joined to users and movies."""
+    s["j"] = s["r"].join(s["u"], on="UserID").join(s["m"], on="MovieID")
+    return s["j"]
+
+
+def _pl_ml_group_by(s: dict[str, Any]) -> Any:
+    """MovieLens: count and mean rating per user and per movie."""
+    import polars as pl
+
+    agg = [pl.len().alias("count"), pl.col("Rating").mean().alias("mean")]
+    s["gu"] = s["j"].group_by("UserID").agg(agg)
+    s["gm"] = s["j"].group_by("MovieID").agg(agg)
+    return s["gu"]
+
+
+def _pl_ml_codes() -> list[Any]:
+    """MovieLens: dense 0-based int64 codes of the categorical columns, as expressions."""
+    import polars as pl
+
+    return [(pl.col(c).rank("dense") - 1).cast(pl.Int64).alias(c)
+            for c in ("UserID", "MovieID", "Gender", "Occupation")]
+
+
+def _pl_ins_group_by(s: dict[str, Any]) -> Any:
+    """Insurance: missing regions named, then mean charges per (region, smoker)."""
+    import polars as pl
+
+    df = s["df"].with_columns(pl.col("region").fill_null("missing"))
+    s["df"] = df
+    s["g"] = df.group_by(["region", "smoker"]).agg(pl.col("charges").mean().alias("group_mean"))
+    return s["g"]
+
+
+def _pl_ins_join(s: dict[str, Any]) -> Any:
+    """Insurance: every row joined to its group's mean charges."""
+    s["j"] = s["df"].join(s["g"], on=["region", "smoker"], how="left")
+    return s["j"]
+
+
+def _pl_ins_numeric() -> list[Any]:
+    """Insurance: the numeric columns as float32 expressions, gaps filled with column means."""
+    import polars as pl
+
+    return [pl.col(c).cast(pl.Float64).fill_null(pl.col(c).cast(pl.Float64).mean())
+            .cast(pl.Float32) for c in ("age", "bmi", "children", "group_mean")]
 
 
 def _polars_plan(dataset: str, path: Path) -> list[tuple[str, Callable[[dict[str, Any]], Any]]]:
@@ -203,48 +257,24 @@ def _polars_plan(dataset: str, path: Path) -> list[tuple[str, Callable[[dict[str
             s["m"] = _pl_dat(m_path, _MOVIES, ("MovieID",))
             return s["r"]
 
-        def join(s: dict[str, Any]) -> Any:
-            s["j"] = s["r"].join(s["u"], on="UserID").join(s["m"], on="MovieID")
-            return s["j"]
-
-        def group_by(s: dict[str, Any]) -> Any:
-            agg = [pl.len().alias("count"), pl.col("Rating").mean().alias("mean")]
-            s["gu"] = s["j"].group_by("UserID").agg(agg)
-            s["gm"] = s["j"].group_by("MovieID").agg(agg)
-            return s["gu"]
-
         def encode(s: dict[str, Any]) -> Any:
-            s["codes"] = s["j"].select([
-                (pl.col(c).rank("dense") - 1).cast(pl.Int64).alias(c)
-                for c in ("UserID", "MovieID", "Gender", "Occupation")])
+            s["codes"] = s["j"].select(_pl_ml_codes())
             return s["codes"]
 
         def to_tensor(s: dict[str, Any]) -> Any:
             return (torch.from_numpy(s["codes"].to_numpy()),
                     s["j"]["Rating"].cast(pl.Float32).to_torch())
 
-        return [("read", read), ("join", join), ("group_by", group_by), ("encode", encode),
-                ("to_tensor", to_tensor)]
+        return [("read", read), ("join", _pl_ml_join), ("group_by", _pl_ml_group_by),
+                ("encode", encode), ("to_tensor", to_tensor)]
 
     def read_i(s: dict[str, Any]) -> Any:
         s["df"] = pl.read_csv(path, null_values=[""])
         return s["df"]
 
-    def group_i(s: dict[str, Any]) -> Any:
-        df = s["df"].with_columns(pl.col("region").fill_null("missing"))
-        s["df"] = df
-        s["g"] = df.group_by(["region", "smoker"]).agg(pl.col("charges").mean()
-                                                       .alias("group_mean"))
-        return s["g"]
-
-    def join_i(s: dict[str, Any]) -> Any:
-        s["j"] = s["df"].join(s["g"], on=["region", "smoker"], how="left")
-        return s["j"]
-
     def encode_i(s: dict[str, Any]) -> Any:
         j = s["j"]
-        num = [pl.col(c).cast(pl.Float64).fill_null(pl.col(c).cast(pl.Float64).mean())
-               .cast(pl.Float32) for c in ("age", "bmi", "children", "group_mean")]
+        num = _pl_ins_numeric()
         cat = j.select([pl.col(c).fill_null("missing") for c in _INS_CAT]).to_dummies()
         s["x"] = pl.concat([j.select(num), cat.select(sorted(cat.columns))
                             .cast(pl.Float32)], how="horizontal")
@@ -253,22 +283,11 @@ def _polars_plan(dataset: str, path: Path) -> list[tuple[str, Callable[[dict[str
     def tensor_i(s: dict[str, Any]) -> Any:
         return (s["x"].to_torch(dtype=pl.Float32), s["j"]["charges"].cast(pl.Float32).to_torch())
 
-    return [("read", read_i), ("group_by", group_i), ("join", join_i), ("encode", encode_i),
-            ("to_tensor", tensor_i)]
+    return [("read", read_i), ("group_by", _pl_ins_group_by), ("join", _pl_ins_join),
+            ("encode", encode_i), ("to_tensor", tensor_i)]
 
 
 # ---- polars, lazy ----------------------------------------------------------------------------
-
-def _pl_scan_dat(path: Path, names: Sequence[str], ints: Sequence[str]) -> Any:
-    """:func:`_pl_dat` as a ``LazyFrame`` (nothing is read until the plan is collected)."""
-    import polars as pl
-
-    lines = pl.scan_csv(path, has_header=False, separator="\x1f", new_columns=["line"],
-                        quote_char=None, encoding="utf8-lossy")
-    parts = pl.col("line").str.split_exact("::", len(names) - 1)
-    out = lines.select(parts.struct.rename_fields(list(names)).alias("s")).unnest("s")
-    return out.with_columns([pl.col(c).cast(pl.Int64) for c in ints])
-
 
 def _polars_lazy_plan(dataset: str, path: Path
                       ) -> list[tuple[str, Callable[[dict[str, Any]], Any]]]:
@@ -287,25 +306,12 @@ def _polars_lazy_plan(dataset: str, path: Path
 
         def read(s: dict[str, Any]) -> Any:
             s["r"] = get_backend("polars").read(r_path, MOVIELENS)
-            s["u"] = _pl_scan_dat(u_path, _USERS, ("UserID", "Age", "Occupation"))
-            s["m"] = _pl_scan_dat(m_path, _MOVIES, ("MovieID",))
+            s["u"] = _pl_dat(u_path, _USERS, ("UserID", "Age", "Occupation"), lazy=True)
+            s["m"] = _pl_dat(m_path, _MOVIES, ("MovieID",), lazy=True)
             return s["r"]
 
-        def join(s: dict[str, Any]) -> Any:
-            s["j"] = s["r"].join(s["u"], on="UserID").join(s["m"], on="MovieID")
-            return s["j"]
-
-        def group_by(s: dict[str, Any]) -> Any:
-            agg = [pl.len().alias("count"), pl.col("Rating").mean().alias("mean")]
-            s["gu"] = s["j"].group_by("UserID").agg(agg)
-            s["gm"] = s["j"].group_by("MovieID").agg(agg)
-            return s["gu"]
-
         def encode(s: dict[str, Any]) -> Any:
-            s["codes"] = s["j"].select(
-                [(pl.col(c).rank("dense") - 1).cast(pl.Int64).alias(c)
-                 for c in ("UserID", "MovieID", "Gender", "Occupation")]
-                + [pl.col("Rating").cast(pl.Float32)])
+            s["codes"] = s["j"].select(_pl_ml_codes() + [pl.col("Rating").cast(pl.Float32)])
             return s["codes"]
 
         def to_tensor(s: dict[str, Any]) -> Any:
@@ -313,28 +319,16 @@ def _polars_lazy_plan(dataset: str, path: Path
             return (torch.from_numpy(codes.drop("Rating").to_numpy()),
                     codes["Rating"].to_torch())
 
-        return [("read", read), ("join", join), ("group_by", group_by), ("encode", encode),
-                ("to_tensor", to_tensor)]
+        return [("read", read), ("join", _pl_ml_join), ("group_by", _pl_ml_group_by),
+                ("encode", encode), ("to_tensor", to_tensor)]
 
     def read_i(s: dict[str, Any]) -> Any:
         s["df"] = pl.scan_csv(path, null_values=[""])
         return s["df"]
 
-    def group_i(s: dict[str, Any]) -> Any:
-        df = s["df"].with_columns(pl.col("region").fill_null("missing"))
-        s["df"] = df
-        s["g"] = df.group_by(["region", "smoker"]).agg(pl.col("charges").mean()
-                                                       .alias("group_mean"))
-        return s["g"]
-
-    def join_i(s: dict[str, Any]) -> Any:
-        s["j"] = s["df"].join(s["g"], on=["region", "smoker"], how="left")
-        return s["j"]
-
     def encode_i(s: dict[str, Any]) -> Any:
         j = s["j"]
-        num = [pl.col(c).cast(pl.Float64).fill_null(pl.col(c).cast(pl.Float64).mean())
-               .cast(pl.Float32) for c in ("age", "bmi", "children", "group_mean")]
+        num = _pl_ins_numeric()
         # One-hot needs the categories: the one small aggregate a lazy plan must collect first.
         cats = j.select([pl.col(c).fill_null("missing").unique().sort().implode()
                          for c in _INS_CAT]).collect().row(0)
@@ -350,8 +344,8 @@ def _polars_lazy_plan(dataset: str, path: Path
         x = s["x"].collect()
         return x.drop("charges").to_torch(dtype=pl.Float32), x["charges"].to_torch()
 
-    return [("read", read_i), ("group_by", group_i), ("join", join_i), ("encode", encode_i),
-            ("to_tensor", tensor_i)]
+    return [("read", read_i), ("group_by", _pl_ins_group_by), ("join", _pl_ins_join),
+            ("encode", encode_i), ("to_tensor", tensor_i)]
 
 
 # ---- dask ---------------------------------------------------------------------------------

@@ -11,6 +11,8 @@ autocast, per-trial memory peaks, CUDA out-of-memory -> infeasible).
 * ``ecopt.workloads.ncf``: NeuMF on MovieLens-format ratings, hit rate @ 10 (``NCFObjective``).
 * ``ecopt.workloads.images``: small CNN on an image folder, decoding in the loader
   (``ImageFolderObjective``).
+* ``ecopt.workloads.vision``: a torchvision model (resnet18 from its config) on COCO-sized JPEGs
+  decoded by a dataframe backend's pipeline (``VisionObjective``).
 * ``ecopt.workloads.generation``: tokens/J of text generation with a transformers causal LM
   (random-weight Gemma-3 architecture, the published Gemma-3 shapes in ``GEMMA3_PRESETS``, or
   a local checkpoint; ``GenerationObjective``; prefill and decode measured apart by

@@ -54,7 +54,20 @@ def test_tiny_run_writes_studies_tables_and_plot(tmp_path):
     assert [(r[0], r[1], r[2]) for r in rows] == [
         ("insurance-mlp-regression", "pandas", 2), ("insurance-mlp-regression", "polars", 2),
         ("insurance-svr", "pandas", 2), ("insurance-svr", "polars", 2)]
-    assert all(r[5]["value"] > 0 and r[6]["value"] > 0 for r in rows)  # total s, CPU s
+    cols = run["tables"]["workflow"]["columns"]
+    assert cols[4:7] == ["train s", "inference s", "total s"]
+    assert "inference J (ESTIMATED)" in cols
+    tot, cpu, inf_s, inf_j = (cols.index(c) for c in ("total s", "total CPU s", "inference s",
+                                                     "inference J (ESTIMATED)"))
+    assert all(r[tot]["value"] > 0 and r[cpu]["value"] > 0 for r in rows)
+    # inference is its own phase, apart from training, and a part of the total
+    assert all(0 < r[inf_s]["value"] < r[tot]["value"] and r[inf_j]["value"] > 0 for r in rows)
+    import importlib.metadata as md
+
+    versions = {r[0]: r[1:] for r in run["tables"]["versions"]["rows"]}
+    assert set(versions) == {"pandas", "polars", "dask", "pyarrow", "torch"}
+    assert versions["pandas"][0] == md.version("pandas")
+    assert versions["torch"][1] == "not given in the study material available here"
     recs = [json.loads(x) for x in (out / "insurance-svr" / "trials.jsonl")
             .read_text().splitlines()]
     assert sorted((r["params"]["backend"], r["params"]["repeat"]) for r in recs) == [
@@ -89,3 +102,27 @@ def test_operator_traces_run_polars_lazy_beside_eager(tmp_path):
     lazy = {r[2]: r for r in table.rows if r[1] == "polars-lazy"}
     assert set(lazy) == {"read", "join", "group_by", "encode", "to_tensor"}
     assert "insurance/polars-lazy" in ram
+
+
+@pytest.mark.slow
+def test_vision_workload_on_the_device_with_its_masking_finding(tmp_path):
+    out = tmp_path / "dfe"
+    level = logging.getLogger("ecopt").level
+    try:
+        rc = _script().main(["--quiet", "--meter", "estimate", "--out", str(out), "--repeats", "1",
+                             "--only", "coco", "--vision", "--vision-images", "8",
+                             "--vision-size", "16", "--device", "cpu", "--no-operators"])
+    finally:
+        logging.getLogger("ecopt").setLevel(level)
+    assert rc == 0
+    run = json.loads((out / "summary.json").read_text())
+    assert run["facts"]["device"] == "cpu"
+    rows = run["tables"]["workflow"]["rows"]
+    assert [(r[0], r[1]) for r in rows] == [("coco-resnet18", b) for b in ("pandas", "polars",
+                                                                            "dask")]
+    found = [r for r in run["tables"]["findings"]["rows"]
+             if r[0] == "a heavy model masks the backend"]
+    assert len(found) == 2 and "backends differ by" in found[1][-1]
+    text = (out / "summary.md").read_text()
+    assert "generated COCO-sized images (8 quality-90 JPEGs of 640x480" in text
+    assert "Device of the MLPs and NCF, and of the vision model: cpu" in text

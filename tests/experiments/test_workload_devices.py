@@ -9,7 +9,7 @@ import torch
 
 import ecopt
 from ecopt.errors import DeviceUnavailableError
-from ecopt.workloads import classifier, cnn, device, generation, images, ncf, tabular
+from ecopt.workloads import classifier, cnn, device, generation, images, ncf, tabular, vision
 from ecopt.workloads.classifier import ClassifierObjective
 from ecopt.workloads.cnn import CNNObjective
 from ecopt.workloads.device import Precision, resolve_device, to_device, trial_on_device
@@ -17,6 +17,7 @@ from ecopt.workloads.generation import GemmaArch, GenerationObjective
 from ecopt.workloads.images import ImageFolderObjective
 from ecopt.workloads.ncf import NCFObjective
 from ecopt.workloads.tabular import TabularObjective
+from ecopt.workloads.vision import VisionObjective
 
 TINY_LM = GemmaArch(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
                     num_attention_heads=1, num_key_value_heads=1)
@@ -35,6 +36,8 @@ def _workloads(dev: str, script) -> dict[str, tuple]:
                 {"epochs": 1, "emb_dim": 4}),
         "images": (ImageFolderObjective(n_classes=2, images_per_class=4, size=16, device=dev),
                    {"epochs": 1, "channels": 2, "depth": 1, "image_size": 16}),
+        "vision": (VisionObjective(n_images=8, n_classes=2, width=32, height=32, device=dev),
+                   {"epochs": 1, "image_size": 16, "batch_size": 4}),
         "generation": (GenerationObjective(arch=TINY_LM, device=dev, max_new_tokens=3,
                                            prompt_len=2, min_window_s=0.0,
                                            returns=("tokens_per_joule",)),
@@ -50,8 +53,8 @@ def _run(objective, params):
     return trial, out
 
 
-@pytest.mark.parametrize("name", ["classifier", "cnn", "tabular", "ncf", "images", "generation",
-                                  "metric_validity"])
+@pytest.mark.parametrize("name", ["classifier", "cnn", "tabular", "ncf", "images", "vision",
+                                  "generation", "metric_validity"])
 def test_every_workload_runs_on_cpu_and_records_its_memory(name, script):
     objective, params = _workloads("cpu", script)[name]
     trial, out = _run(objective, params)
@@ -75,8 +78,8 @@ def _spied(obj):
     return obj
 
 
-@pytest.mark.parametrize("name", ["classifier", "cnn", "tabular", "ncf", "images", "generation",
-                                  "metric_validity"])
+@pytest.mark.parametrize("name", ["classifier", "cnn", "tabular", "ncf", "images", "vision",
+                                  "generation", "metric_validity"])
 def test_every_workload_moves_parameters_and_batches_to_the_requested_device(name, script,
                                                                              monkeypatch):
     """Requested device ``cpu:0`` (the CPU under a name no code hard-codes): every placement must
@@ -99,7 +102,7 @@ def test_every_workload_moves_parameters_and_batches_to_the_requested_device(nam
     def spy_resolve(dev):
         return dev if dev == requested else real_resolve(dev)
 
-    mods = [device, classifier, cnn, tabular, ncf, images, generation,
+    mods = [device, classifier, cnn, tabular, ncf, images, vision, generation,
             sys.modules[script("metric_validity").__name__]]
     for mod in mods:
         for attr, fn in (("to_device", spy_to_device), ("place_model", spy_place_model),
