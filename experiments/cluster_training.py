@@ -62,6 +62,8 @@ import numpy as np
 _ROOT = Path(__file__).resolve().parents[1]
 if str(_ROOT) not in sys.path:
     sys.path.append(str(_ROOT))
+if str(Path(__file__).resolve().parent) not in sys.path:  # _spark_engine beside this script
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from docs.recorded import (  # noqa: E402
     Table,
@@ -74,8 +76,17 @@ from docs.recorded import (  # noqa: E402
     write_run,
 )
 
-MODELS = ("logistic_regression", "gradient_boosting", "text_classifier")
-ENGINES = ("local", "dask")
+MODELS = ("logistic_regression", "linear_svm", "random_forest", "gradient_boosting", "mlp",
+          "text_classifier", "text_tfidf")
+ENGINES = ("local", "dask", "spark")
+#: What each engine trains: dask-ml and XGBoost's Dask interface have no SVM, forest or MLP,
+#: MLlib has no hashed-words boosting model (its text model is TF-IDF + logistic regression).
+ENGINE_MODELS: dict[str, tuple[str, ...]] = {
+    "local": MODELS,
+    "dask": ("logistic_regression", "gradient_boosting", "text_classifier"),
+    "spark": ("logistic_regression", "linear_svm", "random_forest", "gradient_boosting", "mlp",
+              "text_tfidf"),
+}
 TEXT_FEATURES = 2**14
 
 
@@ -202,10 +213,11 @@ def table_dask(rows: int, features: int, seed: int, first_block: int, block_rows
     return da.concatenate(xs), da.concatenate(ys)
 
 
-def text_local(docs: int, seed: int, first_block: int, block_rows: int) -> tuple[Any, np.ndarray]:
+def text_local(docs: int, seed: int, first_block: int, block_rows: int, norm: str | None = "l2"
+               ) -> tuple[Any, np.ndarray]:
     from sklearn.feature_extraction.text import HashingVectorizer
 
-    hv = HashingVectorizer(n_features=TEXT_FEATURES, alternate_sign=False, norm="l2")
+    hv = HashingVectorizer(n_features=TEXT_FEATURES, alternate_sign=False, norm=norm)
     sizes = _blocks(docs, block_rows)
     corpus = [d for i, n in enumerate(sizes) for d in _text_docs(first_block + i, n, seed)]
     y = np.concatenate([_text_y(first_block + i, n, seed) for i, n in enumerate(sizes)])
@@ -235,7 +247,62 @@ def _accuracy(pred: Any, y: Any) -> float:
     return float(np.mean((np.asarray(pred).reshape(-1) > 0.5) == (np.asarray(y) > 0.5)))
 
 
+def _f1(pred: Any, y: Any) -> float:
+    """F1 of the positive class (label 1)."""
+    from sklearn.metrics import f1_score
+
+    return float(f1_score(np.asarray(y) > 0.5, np.asarray(pred).reshape(-1) > 0.5))
+
+
+def _torch_mlp(x: np.ndarray, y: np.ndarray, args: argparse.Namespace) -> Callable[[Any], Any]:
+    """One hidden layer of ``--hidden`` (sigmoid, as MLlib's), full-batch L-BFGS for
+    ``--max-iter`` iterations: MLlib's ``MultilayerPerceptronClassifier`` in torch."""
+    import torch
+
+    torch.manual_seed(args.seed)
+    torch.set_num_threads(args.local_threads)
+    net = torch.nn.Sequential(torch.nn.Linear(x.shape[1], args.hidden), torch.nn.Sigmoid(),
+                              torch.nn.Linear(args.hidden, 2))
+    xt, yt = torch.as_tensor(np.asarray(x), dtype=torch.float32), torch.as_tensor(y).long()
+    opt = torch.optim.LBFGS(net.parameters(), max_iter=args.max_iter, line_search_fn="strong_wolfe")
+
+    def closure() -> Any:
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(net(xt), yt)
+        loss.backward()
+        return loss
+
+    opt.step(closure)
+
+    def predict(xn: Any) -> Any:
+        with torch.no_grad():
+            return net(torch.as_tensor(np.asarray(xn), dtype=torch.float32)).argmax(1).numpy()
+    return predict
+
+
 def train_local(model: str, x: Any, y: np.ndarray, args: argparse.Namespace) -> Callable[[Any], Any]:
+    if model == "linear_svm":
+        from sklearn.svm import LinearSVC
+
+        svm = LinearSVC(C=args.C, max_iter=args.max_iter * 10)
+        svm.fit(x, y)
+        return lambda xt: (svm.decision_function(xt) > 0).astype(float)
+    if model == "random_forest":
+        from sklearn.ensemble import RandomForestClassifier
+
+        rf = RandomForestClassifier(n_estimators=args.trees, max_depth=args.depth,
+                                    n_jobs=args.local_threads, random_state=args.seed)
+        rf.fit(x, y)
+        return lambda xt: rf.predict_proba(xt)[:, 1]
+    if model == "mlp":
+        return _torch_mlp(x, y, args)
+    if model == "text_tfidf":
+        from sklearn.feature_extraction.text import TfidfTransformer
+        from sklearn.linear_model import LogisticRegression as LR
+
+        tfidf = TfidfTransformer().fit(x)
+        lr_t = LR(C=args.C, max_iter=args.max_iter).fit(tfidf.transform(x), y)
+        return lambda xt: lr_t.predict_proba(tfidf.transform(xt))[:, 1]
     if model in ("gradient_boosting", "text_classifier"):
         import xgboost as xgb
 
@@ -272,15 +339,18 @@ def _xgb_params(args: argparse.Namespace, nthread: int) -> dict[str, Any]:
 
 
 def one_run(model: str, engine: str, args: argparse.Namespace, client: Any) -> dict[str, Any]:
+    if engine == "spark":
+        return _spark_run(model, args, client)
     meter = ClusterMeter(client if engine == "dask" else None)
     test_rows = max(1, args.rows // 5)
     text_test = max(1, args.docs // 5)
     with meter.window() as total:
         t0 = time.perf_counter()
-        if model == "text_classifier":
+        if model in ("text_classifier", "text_tfidf"):
             if engine == "local":
-                x, y = text_local(args.docs, args.seed, 0, args.block_rows)
-                xt, yt = text_local(text_test, args.seed, 10_000, args.block_rows)
+                norm = None if model == "text_tfidf" else "l2"  # TF-IDF weighs raw counts
+                x, y = text_local(args.docs, args.seed, 0, args.block_rows, norm)
+                xt, yt = text_local(text_test, args.seed, 10_000, args.block_rows, norm)
             else:
                 x, y = text_dask(args.docs, args.seed, 0, args.block_rows)
                 xt, yt = text_dask(text_test, args.seed, 10_000, args.block_rows)
@@ -309,7 +379,38 @@ def one_run(model: str, engine: str, args: argparse.Namespace, client: Any) -> d
         yt_np = yt.compute() if hasattr(yt, "compute") else yt
         predict_s = time.perf_counter() - t2
     return {"data_s": data_s, "train_s": train_s, "predict_s": predict_s,
-            "accuracy": _accuracy(pred, yt_np), **total}
+            "accuracy": _accuracy(pred, yt_np), "f1": _f1(pred, yt_np), **total}
+
+
+def _spark_run(model: str, args: argparse.Namespace, spark: Any) -> dict[str, Any]:
+    """One run of ``model`` on the Spark cluster (:mod:`_spark_engine`)."""
+    import _spark_engine as S
+
+    parts = args.partitions or 2 * args.executors
+    with S.SparkMeter().window() as total:
+        t0 = time.perf_counter()
+        if model == "text_tfidf":
+            df = S.text_spark(spark, args.docs, args.seed, 0, args.block_rows, parts)
+            dft = S.text_spark(spark, max(1, args.docs // 5), args.seed, 10_000, args.block_rows,
+                               parts)
+            n = args.docs
+        else:
+            df = S.table_spark(spark, args.rows, args.features, args.seed, 0, args.block_rows,
+                               parts)
+            dft = S.table_spark(spark, max(1, args.rows // 5), args.features, args.seed, 10_000,
+                                args.block_rows, parts)
+            n = args.rows
+        data_s = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        fitted = S.train_spark(model, df, n, args.features, args)
+        train_s = time.perf_counter() - t1
+        t2 = time.perf_counter()
+        pred, yt = S.predict_spark(fitted, dft)
+        predict_s = time.perf_counter() - t2
+        df.unpersist()
+        dft.unpersist()
+    return {"data_s": data_s, "train_s": train_s, "predict_s": predict_s,
+            "accuracy": _accuracy(pred, yt), "f1": _f1(pred, yt), "partitions": parts, **total}
 
 
 def _local_child(model: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -322,6 +423,8 @@ def fresh_run(model: str, engine: str, args: argparse.Namespace, client: Any) ->
     Local runs go to a new (spawned) process; on a LocalCluster the workers are
     restarted first (a real cluster's workers are left alone).
     """
+    if engine == "spark":  # the executor JVMs stay up between runs (a Spark application's do)
+        return one_run(model, engine, args, client)
     if engine == "local":
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
@@ -376,14 +479,15 @@ def start_cluster(args: argparse.Namespace) -> tuple[Any, Any]:
 def summarise(runs: dict[tuple[str, str], list[dict[str, Any]]], energy_word: str) -> Table:
     rows: list[list[Any]] = []
     for model in MODELS:
-        acc_local = None
+        acc_local = f1_local = None
         for engine in ENGINES:
             rs = runs.get((model, engine))
             if not rs:
                 continue
             acc = trimmed_mean_ci([r["accuracy"] for r in rs])[0]
+            f1 = trimmed_mean_ci([r["f1"] for r in rs])[0]
             if engine == "local":
-                acc_local = acc
+                acc_local, f1_local = acc, f1
             rows.append([
                 model, engine, len(rs),
                 trimmed_interval([r["data_s"] for r in rs]),
@@ -392,12 +496,56 @@ def summarise(runs: dict[tuple[str, str], list[dict[str, Any]]], energy_word: st
                 trimmed_interval([r["cpu_s"] for r in rs]),
                 trimmed_interval([r["peak_mb"] for r in rs]),
                 trimmed_interval([r["energy_j"] for r in rs]),
-                acc,
+                acc, f1,
                 "-" if engine == "local" or acc_local is None
-                else f"{100 * (acc - acc_local):+.2f} pp"])
+                else f"{100 * (acc - acc_local):+.2f} pp",
+                "-" if engine == "local" or f1_local is None
+                else f"{100 * (f1 - f1_local):+.2f} pp"])
     return Table(["model", "engine", "runs", "data s", "train s", "total s", "CPU s (all processes)",
-                  "peak memory MB", f"energy J ({energy_word})", "accuracy",
-                  "accuracy vs local"], rows)
+                  "peak memory MB", f"energy J ({energy_word})", "accuracy", "F1",
+                  "accuracy vs local", "F1 vs local"], rows)
+
+
+def jvm_table(runs: dict[tuple[str, str], list[dict[str, Any]]]) -> Table:
+    """Peak resident memory of the driver JVM and of each executor JVM, per Spark model."""
+    rows = []
+    for model in MODELS:
+        rs = runs.get((model, "spark"))
+        if not rs:
+            continue
+        peaks = [r.get("jvm_peak_mb", {}) for r in rs]
+        drv = [p["driver"] for p in peaks if "driver" in p]
+        exe = [v for p in peaks for k, v in p.items() if k.startswith("executor")]
+        rows.append([model, len(rs), max(drv) if drv else None,
+                     len({k for p in peaks for k in p if k.startswith("executor")}),
+                     min(exe) if exe else None, max(exe) if exe else None])
+    return Table(["model", "runs", "driver JVM peak MB", "executor JVMs",
+                  "smallest executor peak MB", "largest executor peak MB"], rows)
+
+
+def scaling(args: argparse.Namespace) -> tuple[Table, list[dict[str, Any]]]:
+    """Logistic regression on embedded clusters of each ``--scaling-executors`` size, over
+    ``--scaling-partitions``: one run per cell (a fresh cluster per size)."""
+    import _spark_engine as S
+
+    rows, raw = [], []
+    for n in args.scaling_executors:
+        spark, ex = S.start_spark(None, n, args.executor_memory_mb)
+        try:
+            for parts in args.scaling_partitions:
+                a = argparse.Namespace(**{**vars(args), "executors": n, "partitions": parts})
+                r = _spark_run("logistic_regression", a, spark)
+                raw.append({"executors": n, **r})
+                rows.append([n, parts, round(r["data_s"], 2), round(r["train_s"], 2),
+                             round(r["wall_s"], 2), round(r["cpu_s"], 2), round(r["peak_mb"]),
+                             round(r["energy_j"], 1), round(r["accuracy"], 4)])
+                print(f"scaling: {n} executors, {parts} partitions: train {r['train_s']:.2f}s "
+                      f"CPU {r['cpu_s']:.2f}s", file=sys.stderr, flush=True)
+        finally:
+            ex.close()
+    return Table(["executors", "partitions", "data s", "train s", "total s",
+                  "CPU s (all processes)", "peak memory MB", "energy J (ESTIMATED)", "accuracy"],
+                 rows), raw
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -408,7 +556,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--docs", type=int, default=50_000, help="training documents of the corpus")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
-    p.add_argument("--engines", nargs="+", default=list(ENGINES), choices=ENGINES)
+    p.add_argument("--engines", nargs="+", default=["local", "dask"], choices=ENGINES,
+                   help="local, dask, spark (default: local dask; spark needs Java 17+)")
     p.add_argument("--scheduler", help="address of a running Dask scheduler (default: a "
                                        "LocalCluster on this host)")
     p.add_argument("--workers", type=int, default=2, help="LocalCluster worker processes")
@@ -425,6 +574,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--depth", type=int, default=6, help="tree depth")
     p.add_argument("--max-iter", type=int, default=100, help="L-BFGS iterations")
     p.add_argument("--C", type=float, default=1.0, help="inverse L2 strength of the logistic models")
+    p.add_argument("--trees", type=int, default=20, help="trees of the random forests")
+    p.add_argument("--hidden", type=int, default=64, help="hidden units of the MLPs")
+    p.add_argument("--master", help="Spark master URL, e.g. spark://HOST:7077 (default: an "
+                                    "embedded local-cluster on this host)")
+    p.add_argument("--executors", type=int, default=3,
+                   help="executor JVMs of the embedded Spark cluster (default 3, as the seed's)")
+    p.add_argument("--executor-memory-mb", type=int, default=1024,
+                   help="memory of each embedded executor JVM, MiB")
+    p.add_argument("--partitions", type=int, default=None,
+                   help="Spark partitions of each DataFrame (default: 2 per executor)")
+    p.add_argument("--scaling", action="store_true",
+                   help="also time logistic regression on 1/2/3-executor Spark clusters over "
+                        "--scaling-partitions (table scaling)")
+    p.add_argument("--scaling-executors", type=int, nargs="+", default=[1, 2, 3])
+    p.add_argument("--scaling-partitions", type=int, nargs="+", default=[2, 6])
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quick", action="store_true",
                    help="a smoke run in seconds: 2,000 x 100 table, 2,000 documents, 1 repeat")
@@ -435,7 +599,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.quick:
         args.rows, args.features, args.docs, args.repeats = 2000, 100, 2000, 1
         args.rounds, args.max_iter, args.block_rows = 5, 20, 1000
-    for k in ("rows", "features", "docs", "repeats", "workers", "rounds", "max_iter"):
+        args.trees, args.hidden = 5, 16
+    for k in ("rows", "features", "docs", "repeats", "workers", "rounds", "max_iter", "trees",
+              "hidden", "executors", "executor_memory_mb"):
         if getattr(args, k) < 1:
             raise ValueError(f"--{k.replace('_', '-')} >= 1 must hold, got {getattr(args, k)}")
     if args.rows > 400_000:
@@ -448,14 +614,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     warnings.filterwarnings("ignore", category=FutureWarning)
     load0, t0 = os.getloadavg()[0], time.monotonic()
     client, cluster = start_cluster(args) if "dask" in args.engines else (None, None)
+    spark = spark_ex = None
     runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
     try:
+        if "spark" in args.engines:
+            import _spark_engine as S
+
+            spark, spark_ex = S.start_spark(args.master, args.executors, args.executor_memory_mb)
         if client is not None:
             n_workers = len(client.scheduler_info()["workers"])
         for rep in range(args.repeats):
             for model in args.models:
                 for engine in args.engines:
-                    r = fresh_run(model, engine, args, client)
+                    if model not in ENGINE_MODELS[engine]:
+                        continue
+                    r = fresh_run(model, engine, args, spark if engine == "spark" else client)
                     runs.setdefault((model, engine), []).append(r)
                     print(f"[{time.monotonic() - t0:6.0f}s] {model} {engine} repeat {rep}: "
                           f"train {r['train_s']:.2f}s total {r['wall_s']:.2f}s CPU {r['cpu_s']:.2f}s "
@@ -466,11 +639,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             client.close()
         if cluster is not None:
             cluster.close()
+        if spark_ex is not None:
+            spark_ex.close()
+    scale_table = scale_raw = None
+    if args.scaling:
+        scale_table, scale_raw = scaling(args)
     where = (f"a Dask scheduler at {args.scheduler} ({n_workers} workers)" if args.scheduler
              else f"a LocalCluster on this host: {args.workers} worker processes x "
                   f"{args.threads_per_worker} thread(s)")
     notes = [
-        f"Cluster: {where}. " + ("" if args.scheduler else
+        ("Dask: not run (--engines). " if "dask" not in args.engines else
+         f"Cluster: {where}. ") + ("" if args.scheduler or "dask" not in args.engines else
                                  "One host: the cluster shares this machine's cores with the "
                                  "local runs' machine, so this measures Dask's overhead and "
                                  "memory per process, not a cluster's scaling."),
@@ -493,9 +672,35 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end): CPU seconds are the "
         "robust measure; wall seconds are shown too.",
     ] + (["--quick: a smoke run, not a result."] if args.quick else [])
+    if "spark" in args.engines:
+        notes.insert(1, (f"Spark: a real master at {args.master}; only this host's processes are "
+                         "measured (the driver), not the remote executors'."
+                         if args.master else
+                         f"Spark: an embedded standalone cluster on this host, local-cluster["
+                         f"{args.executors},1,{args.executor_memory_mb}] (a master, workers and "
+                         f"{args.executors} executor JVMs, 1 core each, started once; their JVMs "
+                         "stay up between runs as a Spark application's do), MLlib models; "
+                         f"{args.partitions or 2 * args.executors} partitions per DataFrame. CPU "
+                         "s: this process and every process below it (driver JVM, executor JVMs, "
+                         "their Python workers); peak memory: the summed peaks of those JVMs and "
+                         "this process (psutil, 0.2 s)."))
+        notes.insert(2, "Models on Spark (MLlib) against local: LogisticRegression / LinearSVC "
+                        "(L2 1/(C n), --max-iter) vs scikit-learn's; RandomForestClassifier "
+                        f"({args.trees} trees, depth {args.depth}) vs scikit-learn's; GBTClassifier "
+                        f"({args.rounds} rounds) vs XGBoost hist; MultilayerPerceptronClassifier "
+                        f"(one hidden layer of {args.hidden}, L-BFGS) vs the same network in "
+                        "torch; text_tfidf: Tokenizer/HashingTF(2^14)/IDF + LogisticRegression "
+                        "vs scikit-learn's HashingVectorizer/TfidfTransformer + "
+                        "LogisticRegression. 2 cores host everything here: the cluster's "
+                        "executors compete with each other and with the driver for them.")
     tables = {"training": summarise(runs, "ESTIMATED")}
+    if "spark" in args.engines:
+        tables["jvm_memory"] = jvm_table(runs)
+    if scale_table is not None:
+        tables["scaling"] = scale_table
     facts = {"wall_s": time.monotonic() - t0,
-             "runs": {f"{m}/{e}": v for (m, e), v in runs.items()}}
+             "runs": {f"{m}/{e}": v for (m, e), v in runs.items()},
+             "scaling": scale_raw}
     for d in record_dirs(args.out, "cluster_training", args.record):
         write_run(d, script="experiments/cluster_training.py",
                   command=command_line("experiments/cluster_training.py", argv), tables=tables,
@@ -503,7 +708,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                       "CPU seconds of this process and, on the cluster, of every worker and the "
                       "scheduler (psutil), plus the mean memory of the run", meter="estimate"),
                   title="Local vs cluster training", notes=notes, facts=facts,
-                  extra_libraries=["dask-ml", "xgboost", "psutil"], git=sha)
+                  extra_libraries=["dask-ml", "xgboost", "psutil", "pyspark"], git=sha)
     print((Path(args.out) / "summary.md").read_text())
     return 0
 

@@ -18,6 +18,47 @@ pytest.importorskip("distributed")
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def _script_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("cluster_training_mod",
+                                                  ROOT / "experiments" / "cluster_training.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.slow
+def test_quick_run_on_an_embedded_spark_cluster_with_scaling(tmp_path):
+    """Seed 002 on Spark (issue 27 item 1): MLlib against local, per-JVM memory, scaling."""
+    pytest.importorskip("pyspark")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    res = subprocess.run([sys.executable, "experiments/cluster_training.py", "--quick",
+                          "--engines", "local", "spark", "--executors", "2",
+                          "--models", "logistic_regression", "mlp", "text_tfidf",
+                          "--scaling", "--scaling-executors", "1", "2",
+                          "--scaling-partitions", "2", "--out", str(tmp_path)],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
+    assert res.returncode == 0, res.stderr[-3000:]
+    run = json.loads((tmp_path / "summary.json").read_text())
+    rows = run["tables"]["training"]["rows"]
+    assert [(r[0], r[1]) for r in rows] == [(m, e) for m in ("logistic_regression", "mlp",
+                                                             "text_tfidf")
+                                            for e in ("local", "spark")]
+    by = {(r[0], r[1]): r for r in rows}
+    for m in ("logistic_regression", "mlp"):  # the same rows, the same model family
+        assert abs(by[(m, "local")][9] - by[(m, "spark")][9]) <= 0.05, m
+    for r in rows:
+        assert 0.5 <= r[9] <= 1.0 and 0.0 < r[10] <= 1.0 and r[6]["value"] > 0
+    jvm = run["tables"]["jvm_memory"]["rows"]
+    assert [r[0] for r in jvm] == ["logistic_regression", "mlp", "text_tfidf"]
+    assert all(r[2] > 0 and r[3] == 2 and 0 < r[4] <= r[5] for r in jvm)
+    scale = run["tables"]["scaling"]["rows"]
+    assert [(r[0], r[1]) for r in scale] == [(1, 2), (2, 2)]
+    assert all(r[5] > 0 and 0.5 <= r[8] <= 1.0 for r in scale)
+    assert "local-cluster[2,1,1024]" in " ".join(run["notes"])
+
+
 @pytest.mark.slow
 def test_quick_run_trains_every_model_locally_and_on_a_local_cluster(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -27,16 +68,17 @@ def test_quick_run_trains_every_model_locally_and_on_a_local_cluster(tmp_path):
     assert res.returncode == 0, res.stderr[-2000:]
     run = json.loads((tmp_path / "summary.json").read_text())
     rows = run["tables"]["training"]["rows"]
-    assert [(r[0], r[1]) for r in rows] == [(m, e) for m in ("logistic_regression",
-                                                              "gradient_boosting",
-                                                              "text_classifier")
-                                            for e in ("local", "dask")]
+    from_script = _script_module()
+    want = [(m, e) for m in from_script.MODELS for e in ("local", "dask")
+            if m in from_script.ENGINE_MODELS[e]]
+    assert [(r[0], r[1]) for r in rows] == want
     for r in rows:
         assert r[2] == 1 and r[5]["value"] > 0 and r[6]["value"] > 0 and r[7]["value"] > 0
-        assert 0.5 <= r[9] <= 1.0
+        assert 0.5 <= r[9] <= 1.0 and 0.0 < r[10] <= 1.0  # accuracy, F1
     # The same rows, the same algorithm: the cluster's accuracy is the local one (+-2 points).
-    for local, dask in zip(rows[::2], rows[1::2]):
-        assert abs(local[9] - dask[9]) <= 0.02
+    by = {(r[0], r[1]): r for r in rows}
+    for m in from_script.ENGINE_MODELS["dask"]:
+        assert abs(by[(m, "local")][9] - by[(m, "dask")][9]) <= 0.02
     assert run["energy"]["measured"] is False and "LocalCluster" in run["notes"][0]
     assert "--quick: a smoke run" in run["notes"][-1]
 
