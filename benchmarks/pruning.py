@@ -20,6 +20,8 @@ Methods:
     ``ecopt-dominance``  qLogNEHVI + ``DominancePruner()`` (defaults)
     ``ecopt-cost``       qLogNEHVI with ``cost_aware=True`` (per predicted joule), no pruning
     ``ecopt-cost-dominance``  the same + ``DominancePruner()`` (defaults)
+    ``ecopt-economy``    qLogNEHVI with ``proposal_share=0.25``, no pruning: the search's own
+                         energy against the trials' (table ``with_proposals``)
     ``ecopt-random``, ``ecopt-random-hyperband``, ``ecopt-random-dominance``
                          the same with ecopt's random sampler (Sobol first): where
                          proposals are not steered away from dominated regions
@@ -109,6 +111,8 @@ METHODS: dict[str, str] = {
     "optuna-gp": "Optuna GPSampler, 2 objectives, no pruning",
     "optuna-hyperband": "Optuna TPE + HyperbandPruner on a scalarised objective",
     "ecopt-stop": "ecopt qLogNEHVI, no pruning, optimize(stop_when_converged=True)",
+    "ecopt-economy": "ecopt qLogNEHVI, no pruning, proposal_share=0.25 (economy proposals "
+                     "when a proposal costs more than a quarter of a trial)",
     "ecopt-obsref": "ecopt qLogNEHVI, no pruning, ref_point_rule='observed' (the reference "
                     "point from every observation, not the observed front)",
     "ecopt-budget": "ecopt qLogNEHVI, no pruning, optimize(energy_budget_j=ENERGY_BUDGET_J)",
@@ -224,7 +228,8 @@ def ecopt_sampler_and_pruner(method: str, seed: int, n_init: int) -> tuple[Any, 
         RandomSampler(seed=seed, n_sobol=n_init) if method.startswith("ecopt-random")
         else QLogNEHVISampler(seed=seed, n_init=n_init,
                               cost_aware=method.startswith("ecopt-cost"),
-                              ref_point_rule="observed" if method == "ecopt-obsref" else "front"))
+                              ref_point_rule="observed" if method == "ecopt-obsref" else "front",
+                              proposal_share=0.25 if method == "ecopt-economy" else None))
     return sampler, pruner
 
 

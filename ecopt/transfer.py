@@ -9,8 +9,8 @@ reopened study proposes what it would have.
 Matching rules (a source is mapped into the new study's space):
 
 - Parameters match by name. A numeric value outside the new bounds is clipped
-  to them (and snapped to an integer's step); a categorical value maps by
-  value, and a source trial whose value is not among the new choices is
+  to them (and snapped to an integer's step); a categorical value (also a
+  number, where one side lists its values as choices) maps by value, and a source trial whose value is not among the new choices is
   dropped (counted in ``dropped``).
 - A parameter only the source has is marginalised: its trials inform the new
   study at whatever value they had.
@@ -107,7 +107,9 @@ def _fill(param: Parameter) -> Any:
 
 def _kind(param: Parameter) -> str:
     if isinstance(param, Categorical):
-        return "categorical"
+        numeric = all(isinstance(c, (int, float)) and not isinstance(c, bool)
+                      for c in param.choices)
+        return "numeric" if numeric else "categorical"
     if isinstance(param, Fixed):
         return "fixed"
     return "numeric"

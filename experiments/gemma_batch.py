@@ -26,6 +26,10 @@ search on whatever is here:
   (``ecopt.workloads.generation.measure_generation``); tokens/J, the objective,
   is end to end.
 
+Warm start: ``--transfer-from DIR`` (an earlier run of this script, e.g. the 1b
+preset's, or any study directory) lets the optimiser start from what that
+search learned (``Study(transfer_from=...)``, read-only).
+
 Summary (``<out>/summary.md``): best batch, its tokens/J (end to end and
 decode) and J per prompt of prefill, ratio to batch 1, search energy and the
 payback both ways (tokens to repay the search; tokens the search's energy
@@ -49,7 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as C  # noqa: E402
 
 __all__ = ["payback_tokens", "tokens_for_energy", "evaluations_to_reach", "auto_max_batch",
-           "QUICK", "main"]
+           "transfer_dirs", "QUICK", "main"]
 
 #: What --quick sets (options given explicitly still win).
 QUICK: dict[str, Any] = {"trials": 3, "n_init": 1, "grid": "1,8,4096", "hidden": 32, "vocab": 128,
@@ -169,9 +173,32 @@ def _parser() -> Any:
     p.add_argument("--vocab", type=int, default=1024, help="built-in model: vocabulary size")
     p.add_argument("--min-window-s", type=float, default=0.3,
                    help="repeat prefill + decode until the decode windows last this long")
+    p.add_argument("--transfer-from", nargs="+", default=None, metavar="DIR",
+                   help="earlier gemma_batch runs (their optimiser/ study) or study "
+                        "directories whose trials warm this search: a 1b-preset run warms "
+                        "the 4b one (Study(transfer_from=...); qlognehvi only)")
     C.add_quick_arg(p, "a 32-wide one-layer model, 3 optimiser trials, a 3-point grid")
     C.add_budget_arg(p)
     return p
+
+
+def transfer_dirs(given: Sequence[str] | None) -> list[Path]:
+    """The study directories of ``--transfer-from``: a run's ``optimiser/`` or a study itself.
+
+    Raises:
+        SystemExit: for a path that is neither.
+    """
+    out: list[Path] = []
+    for d in given or ():
+        p = Path(d)
+        if (p / "optimiser" / "study.json").is_file():
+            out.append(p / "optimiser")
+        elif (p / "study.json").is_file():
+            out.append(p)
+        else:
+            raise SystemExit(f"--transfer-from {d!r} is neither a gemma_batch run (no "
+                             "optimiser/study.json in it) nor a study directory")
+    return out
 
 
 def _space(args: Any, ecopt: Any, device: str) -> Any:
@@ -284,6 +311,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise SystemExit(f"--{what.replace('_', '-')} >= 1 must hold, got {getattr(args, what)}")
     if args.model and args.preset:
         raise SystemExit("--model and --preset exclude each other (a checkpoint has its own shape)")
+    sources = transfer_dirs(args.transfer_from)
+    if sources and args.sampler != "qlognehvi":
+        raise SystemExit(f"--transfer-from needs --sampler qlognehvi (a model to inform), got "
+                         f"{args.sampler!r}")
     device = C.resolve_device_arg(args)  # a missing GPU stops the run here, before anything runs
     C.setup(args)
     # Library imports are process start-up, not search: done here so no trial is billed for them.
@@ -348,7 +379,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             opt = ecopt.Study(_space(args, ecopt, device), _objectives(args, ecopt),
                               storage=C.study_dir(out / "optimiser", args.overwrite),
                               sampler=sampler, meter=meter,
-                              seed=args.seed, name="gemma_batch-optimiser")
+                              seed=args.seed, name="gemma_batch-optimiser",
+                              transfer_from=[str(d) for d in sources] or None)
             studies["optimiser"] = opt
             base: dict[str, Any] = {"batch_size": 1}
             if args.search_new_tokens:
@@ -493,6 +525,16 @@ def _summarise(studies: dict[str, Any], args: Any, device: str, max_mem: float |
         base = next((r for r in recs if _is_baseline(r) and _val(r, "tokens_per_joule")), None)
         f, rows = _search_facts(recs, base, sum(r.energy_j for r in recs), whole_j, "optimiser")
         f.update(sampler=args.sampler, study=str(o.path), front_size=len(o.best_trials()))
+        src = o.spec.get("transfer") or []
+        if src:
+            f["transfer_from"] = [{"path": t.get("path"), "study_id": t.get("study_id"),
+                                   "trials_used": t.get("mapped")} for t in src]
+            f["proposed_by"] = {k: sum(r.proposed_by == k for r in recs)
+                                for k in sorted({r.proposed_by for r in recs})}
+            lines += ["Warm start: the optimiser learned from "
+                      + ", ".join(f"{t.get('path')} ({t.get('mapped')} trials)" for t in src)
+                      + " (read-only; none of their trials is counted here). Proposed by: "
+                      + ", ".join(f"{k} {v}" for k, v in f["proposed_by"].items()) + ".", ""]
         if grid_best_tpj is not None:
             seq = [_val(r, "tokens_per_joule") for r in sorted(recs, key=lambda r: r.number)]
             for pct in (80, 90, 95, 100):

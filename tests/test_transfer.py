@@ -82,6 +82,24 @@ def test_categorical_maps_by_value_and_unmatched_is_an_error(tmp_path: Path) -> 
               transfer_from=[tmp_path / "src"])
 
 
+
+def test_listed_numeric_choices_match_a_numeric_parameter_by_value(tmp_path: Path) -> None:
+    """A power limit listed as choices on one GPU and stepped on the other (the Zeus traces)."""
+    sp = SearchSpace({"x": Float(0, 1), "w": Categorical([100, 150, 200, 250])})
+    s = Study(sp, OBJS, storage=tmp_path / "src", meter="estimate", seed=1, sampler="sobol")
+    _run(s, 8)
+    s.close()
+    # Listed -> stepped: values are kept (clipped into the new bounds).
+    st = Study(SearchSpace({"x": Float(0, 1), "w": Int(125, 300, step=25)}), OBJS,
+               meter="estimate", transfer_from=[tmp_path / "src"])
+    got = [r.params["w"] for r in st.transfer_sources[0].records]
+    assert len(got) == 8 and set(got) <= {125, 150, 200, 250} and 125 in got
+    # Stepped -> listed: a value among the new choices maps, the others are dropped.
+    sp3 = SearchSpace({"x": Float(0, 1), "w": Categorical([150, 250, 300])})
+    st3 = Study(sp3, OBJS, meter="estimate", transfer_from=[tmp_path / "src"])
+    src = st3.transfer_sources[0]
+    assert {r.params["w"] for r in src.records} <= {150, 250} and src.dropped > 0
+
 def test_source_trials_never_enter_the_new_study(tmp_path: Path, capsys) -> None:
     src = _source(tmp_path / "src", n=12)
     sp = SearchSpace({"x": Float(0, 1), "y": Float(0, 1)})

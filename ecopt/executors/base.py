@@ -58,6 +58,33 @@ def objective_name(objective: Any) -> str:
     return f"{mod}.{qual}"
 
 
+def check_picklable(objective: Callable[[Trial], Any], dumps: Callable[[Any], bytes],
+                    destination: str) -> None:
+    """Check that ``objective`` can be pickled with ``dumps`` to go to remote workers.
+
+    Shared by the executors that ship objectives to other processes (Dask,
+    Spark), so a study fails before its first trial instead of on every one.
+
+    Args:
+        objective: The study's objective.
+        dumps: The serializer the executor sends it with (e.g. cloudpickle's).
+        destination: Where it would go, for the message (e.g. ``"Dask workers"``).
+
+    Raises:
+        ValueError: The objective cannot be pickled; the message names it, the
+            pickling error and how to make it picklable.
+    """
+    try:
+        dumps(objective)
+    except Exception as exc:
+        raise ValueError(
+            f"the objective {objective_name(objective)} cannot be pickled "
+            f"({type(exc).__name__}: {exc}), so it cannot be sent to {destination}; define it "
+            "as a module-level function (or a class instance holding only picklable settings) "
+            f"in a module the {destination.split()[-1]} can import"
+        ) from None
+
+
 def fault_outcome(trial: Trial, error_type: str, message: str, *, started_at: str | None = None,
                   duration_s: float | None = None, host: str = "", worker: str = "",
                   device: str = "") -> TrialOutcome:

@@ -43,9 +43,9 @@ from ecopt.executors.base import (
     WORKER_LOST,
     Executor,
     ExecutorLostError,
+    check_picklable,
     execute_trial,
     fault_outcome,
-    objective_name,
 )
 from ecopt.trial import Trial, TrialOutcome
 
@@ -282,15 +282,7 @@ class DaskExecutor(Executor):
     def check_objective(self, objective: Callable[[Trial], Any]) -> None:
         from distributed.protocol.pickle import dumps
 
-        try:
-            dumps(objective)
-        except Exception as exc:
-            raise ValueError(
-                f"the objective {objective_name(objective)} cannot be pickled "
-                f"({type(exc).__name__}: {exc}), so it cannot be sent to Dask workers; define it "
-                "as a module-level function (or a class instance holding only picklable settings) "
-                "in a module the workers can import"
-            ) from None
+        check_picklable(objective, dumps, "Dask workers")
 
     def _lost_error(self) -> ExecutorLostError:
         return ExecutorLostError(f"the Dask scheduler at {self.address} went away "

@@ -48,9 +48,9 @@ from ecopt.executors.base import (
     WORKER_LOST,
     Executor,
     ExecutorLostError,
+    check_picklable,
     execute_trial,
     fault_outcome,
-    objective_name,
 )
 from ecopt.trial import ErrorInfo, Trial, TrialOutcome
 
@@ -293,15 +293,7 @@ class SparkExecutor(Executor):
     def check_objective(self, objective: Callable[[Trial], Any]) -> None:
         from pyspark.serializers import CloudPickleSerializer
 
-        try:
-            CloudPickleSerializer().dumps(objective)
-        except Exception as exc:
-            raise ValueError(
-                f"the objective {objective_name(objective)} cannot be pickled "
-                f"({type(exc).__name__}: {exc}), so it cannot be sent to Spark executors; define "
-                "it as a module-level function (or a class instance holding only picklable "
-                "settings) in a module the executors can import"
-            ) from None
+        check_picklable(objective, CloudPickleSerializer().dumps, "Spark executors")
 
     def _context_alive(self) -> bool:
         try:

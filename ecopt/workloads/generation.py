@@ -634,7 +634,9 @@ def measure_generation(model: Any, input_ids: Any, trial: Trial, *, max_new_toke
             window is one decode).
         meter_period_s: The meter's update period (default:
             :func:`meter_update_period_s` of ``trial.meter``); each window is
-            sized to 10 of them, and shorter ones are flagged.
+            sized to 10 of them, and at least to the meter's ``min_window_s()``
+            (10 ms for a meter without update period, such as the estimate), so
+            no window is flagged short; one still shorter (capped repeats) is.
         max_window_repeats: Upper bound on the prefill passes, and on the
             decodes, in one window.
 
@@ -657,6 +659,12 @@ def measure_generation(model: Any, input_ids: Any, trial: Trial, *, max_new_toke
     batch, prompt_len = int(input_ids.shape[0]), int(input_ids.shape[1])
     period = meter_period_s if meter_period_s is not None else meter_update_period_s(trial.meter)
     target_s = MIN_WINDOW_PERIODS * period if period is not None else None
+    try:  # the least window the trial will not flag (a meter without update period: 10 ms)
+        least = float(trial.meter.min_window_s())
+    except Exception:  # noqa: BLE001 - a meter that cannot say: its period alone
+        least = 0.0
+    if least > 0:
+        target_s = max(target_s or 0.0, least)
     steps = int(max_new_tokens) - 1
     fwd = _Forward(model)
     step_s: list[float] = []

@@ -81,6 +81,33 @@ def test_gemma_batch_smoke(script, tmp_path):
         assert needle in text, needle
 
 
+
+def test_gemma_batch_transfer_from_an_earlier_run(script, tmp_path):
+    """--transfer-from: a smaller model's run warms this one (issue 25 item 4)."""
+    small = ["--hidden", "32", "--vocab", "128", "--layers", "1", "--max-new-tokens", "4",
+             "--prompt-len", "4", "--min-window-s", "0", "--max-batch", "256",
+             "--max-memory-gb", "0.01", "--no-grid", "--n-init", "1"]
+    src = tmp_path / "small"
+    assert script("gemma_batch").main([*COMMON, "--out", str(src), "--trials", "4",
+                                       *small]) == 0
+    out = tmp_path / "warm"
+    assert script("gemma_batch").main([*COMMON, "--out", str(out), "--trials", "3",
+                                       *small[:1], "48", *small[2:],
+                                       "--transfer-from", str(src)]) == 0
+    opt = _facts(out)["optimiser"]
+    assert opt["transfer_from"][0]["path"] == str(src / "optimiser")
+    assert opt["transfer_from"][0]["trials_used"] >= 1
+    # Batch 1 is the user's baseline; the next proposals come from the source's front.
+    assert opt["proposed_by"].get("transfer", 0) >= 1 and opt["evaluations"] == 3
+    assert "Warm start: the optimiser learned from" in (out / "summary.md").read_text()
+    assert len(ecopt.load_study(out / "optimiser").records) == 3  # none of the source's
+    with pytest.raises(SystemExit, match="neither a gemma_batch run"):
+        script("gemma_batch").main([*COMMON, "--out", str(tmp_path / "x"),
+                                    "--transfer-from", str(tmp_path)])
+    with pytest.raises(SystemExit, match="needs --sampler qlognehvi"):
+        script("gemma_batch").main([*COMMON, "--out", str(tmp_path / "x"), "--sampler",
+                                    "random", "--transfer-from", str(src)])
+
 def test_gemma_batch_grid_mode(script, tmp_path):
     out = tmp_path / "gbg"
     rc = script("gemma_batch").main([

@@ -63,15 +63,19 @@ def test_objective_measures_prefill_and_decode_apart(tmp_path):
     assert rec.state.value == "complete", rec.error
     pre, dec = rec.phases["prefill"], rec.phases["decode"]
     m = rec.metrics
-    # One round (min_window_s=0): 3 prompts prefilled, 3 x (4 - 1) tokens decoded.
-    assert pre.samples == 3 * m["prefill_repeats"] and dec.samples == 9
+    # One round (min_window_s=0): 3 prompts prefilled, 3 x (4 - 1) tokens decoded, each
+    # window repeated until it lasts the estimate meter's 10 ms.
+    assert pre.samples == 3 * m["prefill_repeats"]
+    assert dec.samples == 9 * m["decode_repeats"]
     assert m["generated_tokens"] == 12
-    assert m["decode_tokens_per_joule"] == pytest.approx(9 / dec.energy_j)
+    assert m["decode_tokens_per_joule"] == pytest.approx(dec.samples / dec.energy_j)
     assert m["prefill_j_per_prompt"] == pytest.approx(pre.energy_j / pre.samples)
     one_prefill_j = pre.energy_j / m["prefill_repeats"]
-    assert rec.values["tokens_per_joule"] == pytest.approx(12 / (one_prefill_j + dec.energy_j))
+    one_decode_j = dec.energy_j / m["decode_repeats"]
+    assert rec.values["tokens_per_joule"] == pytest.approx(12 / (one_prefill_j + one_decode_j))
     assert m["decode_window_s"] == pytest.approx(dec.duration_s, rel=0.5)
-    assert m["decode_window_short"] == 0.0  # the estimate meter has no update period
+    assert m["decode_window_short"] == 0.0  # sized to the meter's least window
+    assert not rec.unreliable  # no figure from a window too short for the meter
     assert not dec.measured  # the estimate meter says so
     assert rec.values["p95_latency_ms"] >= m["latency_per_token_ms"] > 0 and m["ttft_ms"] > 0
     assert m["peak_memory_gb"] == m["peak_host_rss_gb"] > 0
@@ -149,7 +153,9 @@ def test_short_windows_are_flagged_and_prefill_repeated(tmp_path):
     t2 = study.ask(params={"batch_size": 2})
     m2 = measure_generation(model, ids, t2, max_new_tokens=1, min_window_s=0.0,
                             meter_period_s=1e-9)
-    assert m2.prefill_repeats == 1 and not m2.prefill_window_short
+    # A negligible period: the window still lasts the meter's least window (10 ms).
+    assert not m2.prefill_window_short and m2.prefill_window_min_s >= 0.01
+    assert not t2.phases["prefill"].short_window
     assert m2.decode_tokens == 0 and "decode" not in t2.phases and m2.generated_tokens == 2
     with pytest.raises(ValueError, match="batch, prompt_len"):
         measure_generation(model, ids[0], t2, max_new_tokens=2)

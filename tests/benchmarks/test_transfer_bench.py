@@ -1,0 +1,61 @@
+"""benchmarks/transfer.py's summary and the MultiTaskGP arm (benchmarks/_mtgp.py), on small
+synthetic studies (the Zeus traces are exercised by the recorded runs)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+import ecopt
+from benchmarks._mtgp import MTGPProposer
+from benchmarks.transfer import summarise
+
+OBJS = [ecopt.Objective("energy_j", "min"), ecopt.Objective("time_s", "min")]
+SPACE = ecopt.SearchSpace({"batch_size": ecopt.Categorical([8, 16, 32, 64, 128], ordered=True),
+                           "power_limit": ecopt.Int(100, 250, step=50)})
+
+
+def _values(p: dict, scale: float) -> dict[str, float]:
+    b, w = math.log2(p["batch_size"]), p["power_limit"] / 100
+    return {"energy_j": scale * (w * (8 - b) + 0.5 * b), "time_s": scale * (8 - b) / w + 1}
+
+
+def _grid() -> list[dict]:
+    return [{"batch_size": b, "power_limit": w} for b in (8, 16, 32, 64, 128)
+            for w in (100, 150, 200, 250)]
+
+
+def test_summary_ratios_counts_and_unreached_runs():
+    runs = []
+    for seed, (cold, tr) in enumerate([(100.0, 20.0), (80.0, 40.0), (60.0, math.inf)]):
+        for arm, e in (("cold", cold), ("transfer", tr)):
+            runs.append({"workload": "w", "direction": "a->b", "arm": arm, "seed": seed,
+                         "energy_to_95_j": e, "trials": 5, "final_hv": 1.0, "trust": [0.5],
+                         "proposal_energy_j_estimated": 1.0})
+    rows, facts = summarise(runs)
+    assert [r[2] for r in rows] == ["cold", "transfer"]
+    tr = rows[1]
+    assert tr[3] == 3 and tr[4] == 2  # seeds, reached
+    assert facts["transfer"]["runs"] == 3 and facts["transfer"]["runs_worse_than_cold"] == 1
+    assert facts["transfer"]["median_saving_x"] == 2.0  # ratios 5, 2, 0 (never reached)
+
+
+def test_mtgp_starts_from_the_source_front_then_proposes_unseen_points(tmp_path: Path):
+    src = ecopt.Study(SPACE, OBJS, storage=tmp_path / "src", sampler="sobol", meter="estimate",
+                      seed=0)
+    for p in _grid()[::2]:
+        src.tell(src.ask(params=p), _values(p, 1.0))
+    src.close()
+    prop = MTGPProposer(SPACE, OBJS, tmp_path / "src", _grid(), n_init=2)
+    assert len(prop.design) == 2
+    target = ecopt.Study(SPACE, OBJS, sampler="random", meter="estimate", seed=0)
+    seen: list[dict] = []
+    for _ in range(5):
+        p = prop.propose(target.records, seen)
+        assert p is not None and p not in seen
+        target.tell(target.ask(params=p), _values(p, 3.0))
+        seen.append(p)
+    assert seen[:2] == prop.design and prop.cpu_s > 0
+    assert all(np.isfinite(list(r.values.values())).all() for r in target.records)
