@@ -517,6 +517,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.vision:
         notes.insert(2, f"Vision: {data['coco_label']}; {args.vision_model} (random weights), "
                         f"{args.vision_size}px, {args.vision_epochs} epoch(s).")
+    # Only the notes of what ran (--only, --no-operators): a summary names no data it did not use.
+    ran = {k.split("-", 1)[0] for k in results}
+    applies = {"Insurance:": "insurance" in ran, "MovieLens:": "movielens" in ran,
+               "Operators:": bool(ops)}
+    notes = [n for n in notes if applies.get(n.split(" ", 1)[0], True)]
     energy = (estimated_energy(prov.split("(", 1)[-1].split(";")[0].strip(), meter=mname)
               if not measured else {"meter": mname, "measured": True, "note": prov})
     facts = {"device": args.resolved_device, "wall_s": time.monotonic() - t0,

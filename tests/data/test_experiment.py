@@ -126,3 +126,4 @@ def test_vision_workload_on_the_device_with_its_masking_finding(tmp_path):
     text = (out / "summary.md").read_text()
     assert "generated COCO-sized images (8 quality-90 JPEGs of 640x480" in text
     assert "Device of the MLPs and NCF, and of the vision model: cpu" in text
+    assert "Insurance:" not in text and "MovieLens:" not in text and "Operators:" not in text
