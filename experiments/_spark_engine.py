@@ -157,15 +157,10 @@ def _text_rows(block: int, docs: int, seed: int) -> list[Any]:
     return [(t, float(v)) for t, v in zip(d, y)]
 
 
-def _blocks(total: int, block_rows: int) -> list[int]:
-    n = max(1, -(-total // block_rows))
-    return [total // n + (1 if i < total % n else 0) for i in range(n)]
-
-
-def table_spark(spark: Any, rows: int, features: int, seed: int, first_block: int,
-                block_rows: int, partitions: int) -> Any:
-    """The Epsilon-shaped table as a cached DataFrame ``(features, label)``, built on executors."""
-    sizes = _blocks(rows, block_rows)
+def table_spark(spark: Any, sizes: list[int], features: int, seed: int, first_block: int,
+                partitions: int) -> Any:
+    """The Epsilon-shaped table as a cached DataFrame ``(features, label)``, built on executors
+    (block ``first_block + i`` holds ``sizes[i]`` rows, as the local run's)."""
     rdd = spark.sparkContext.parallelize(list(enumerate(sizes)), len(sizes)).flatMap(
         lambda b: _table_rows(first_block + b[0], b[1], features, seed))
     df = spark.createDataFrame(rdd, ["features", "label"]).repartition(partitions).cache()
@@ -173,10 +168,9 @@ def table_spark(spark: Any, rows: int, features: int, seed: int, first_block: in
     return df
 
 
-def text_spark(spark: Any, docs: int, seed: int, first_block: int, block_rows: int,
+def text_spark(spark: Any, sizes: list[int], seed: int, first_block: int,
                partitions: int) -> Any:
     """The review-like corpus as a cached DataFrame ``(text, label)``, built on executors."""
-    sizes = _blocks(docs, block_rows)
     rdd = spark.sparkContext.parallelize(list(enumerate(sizes)), len(sizes)).flatMap(
         lambda b: _text_rows(first_block + b[0], b[1], seed))
     df = spark.createDataFrame(rdd, ["text", "label"]).repartition(partitions).cache()

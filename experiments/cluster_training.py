@@ -390,16 +390,16 @@ def _spark_run(model: str, args: argparse.Namespace, spark: Any) -> dict[str, An
     with S.SparkMeter().window() as total:
         t0 = time.perf_counter()
         if model == "text_tfidf":
-            df = S.text_spark(spark, args.docs, args.seed, 0, args.block_rows, parts)
-            dft = S.text_spark(spark, max(1, args.docs // 5), args.seed, 10_000, args.block_rows,
-                               parts)
             n = args.docs
+            df = S.text_spark(spark, _blocks(n, args.block_rows), args.seed, 0, parts)
+            dft = S.text_spark(spark, _blocks(max(1, n // 5), args.block_rows), args.seed,
+                               10_000, parts)
         else:
-            df = S.table_spark(spark, args.rows, args.features, args.seed, 0, args.block_rows,
-                               parts)
-            dft = S.table_spark(spark, max(1, args.rows // 5), args.features, args.seed, 10_000,
-                                args.block_rows, parts)
             n = args.rows
+            df = S.table_spark(spark, _blocks(n, args.block_rows), args.features, args.seed, 0,
+                               parts)
+            dft = S.table_spark(spark, _blocks(max(1, n // 5), args.block_rows), args.features,
+                                args.seed, 10_000, parts)
         data_s = time.perf_counter() - t0
         t1 = time.perf_counter()
         fitted = S.train_spark(model, df, n, args.features, args)
