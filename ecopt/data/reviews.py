@@ -107,7 +107,7 @@ _TOPIC: dict[str, list[str]] = {
     "restaurante": (
         "comida mesero platillo sabor cocina menú postre mesa cuenta propina tacos mole "
         "cerveza bebidas carne pescado mariscos salsa tortillas café vino chef porciones "
-        "cena comensales guacamole enchiladas pozole mezcal margarita orden entrada_libre"
+        "cena comensales guacamole enchiladas pozole mezcal margarita orden antojitos"
     ).split(),
     "atracción": (
         "ruinas pirámide guía recorrido museo cenote boletos fila paisaje historia zona "
@@ -149,7 +149,11 @@ def _zipf(n: int, a: float = 1.1) -> np.ndarray:
 
 def _as_vocab() -> dict[str | int, np.ndarray]:
     lists: dict[str | int, list[str]] = {"function": _FUNCTION, "general": _GENERAL,
-                                         "intensifier": _INTENSIFIERS, **_TOPIC, **_SENTIMENT}
+                                         "intensifier": _INTENSIFIERS}
+    for place, ws in _TOPIC.items():
+        lists[place] = ws
+    for level, ws in _SENTIMENT.items():
+        lists[level] = ws
     # "un_poco" is one draw of two words.
     return {k: np.array([w.replace("_", " ") for w in v], dtype=object) for k, v in lists.items()}
 

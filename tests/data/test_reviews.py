@@ -60,8 +60,8 @@ def test_reviews_look_spanish_with_accents_and_punctuation(block):
 def test_lengths_are_long_tailed_within_bounds(block):
     draws = np.array([len(tokenize(t)) - t.lower().split().count("no") for t in block.texts])
     assert draws.min() >= MIN_WORDS
-    # Up to MAX_WORDS draws; an opener ("nos hospedamos") and a few two-word draws
-    # ("un poco", "entrada libre") add a handful of tokens.
+    # Up to MAX_WORDS draws; an opener ("nos hospedamos") and two-word draws ("un poco")
+    # add a handful of tokens.
     assert draws.max() <= MAX_WORDS + 10
     median = np.median(draws)
     assert 35 <= median <= 60 and np.percentile(draws, 95) > 1.8 * median
