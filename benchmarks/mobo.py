@@ -661,10 +661,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.label is not None and len(methods) != 1:
         raise SystemExit(f"--label names the runs of one method, got {len(methods)} methods")
     problems = (args.problems.split(",") if args.problems else default_problems(args.quick))
-    if not args.report_only:
-        import torch
+    import torch
 
-        torch.set_num_threads(args.threads)
+    # Also with --report-only, so a rebuilt report states the torch threads the runs used
+    # (given the same --threads).
+    torch.set_num_threads(args.threads)
+    if not args.report_only:
         done = {(r["problem"], r["method"], r["seed"], r["budget"]) for r in _load_runs(out)}
         runs_file = out / f"runs-{args.tag}.jsonl"
         for name in problems:

@@ -158,3 +158,24 @@ def test_summary_compares_qnehvi_with_qlognehvi_one_sided_with_intervals() -> No
     # Swapped roles: qNEHVI as the reference flips the one-sided p values.
     flipped = mobo.summarise(runs, reference="ecopt-qnehvi")["p"]["rows"]["ecopt-qlognehvi"]
     assert flipped["p_ecopt_worse"] == pytest.approx(row["p_ecopt_better"])
+
+
+def test_report_only_rebuilds_the_pair_with_the_runs_threads(tmp_path: Path) -> None:
+    """``--report-only`` states the torch threads given (as the runs used them) and shows
+    the final HV of each method with its interval."""
+    import torch
+
+    runs = ([_fake_run("ecopt-qlognehvi", s, 9.0 + 0.1 * s) for s in range(3)]
+            + [_fake_run("ecopt-qnehvi", s, 8.0 + 0.1 * s) for s in range(3)])
+    (tmp_path / "runs-main.jsonl").write_text("".join(json.dumps(r) + "\n" for r in runs))
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        assert mobo.main(["--report-only", "--out", str(tmp_path), "--no-plot",
+                          "--methods", "ecopt-qlognehvi,ecopt-qnehvi", "--threads", "1"]) == 0
+    finally:
+        torch.set_num_threads(before)
+    md = (tmp_path / "report.md").read_text()
+    assert "torch_threads 1" in md
+    row = next(ln for ln in md.splitlines() if ln.startswith("| ecopt-qnehvi |"))
+    assert "| 8.1 [7.985, 8.215] |" in row  # final HV: mean 8.1 +- 2 x 0.1 / sqrt(3)
