@@ -451,7 +451,8 @@ def problem_table(s: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
     """One problem's summary as table columns and rows (what reports and records show).
 
     ``n=<b>`` cells are the mean log10 gap with its mean +- 2 SE interval; ``final HV``
-    is the mean final hypervolume, ``sd`` its standard deviation over seeds.
+    is the mean final hypervolume with its mean +- 2 SE interval, ``sd`` its standard
+    deviation over seeds.
     """
     marks = s["marks"]
     cols = ["method", "seeds", *[f"n={b}" for b in marks], "final HV", "sd", "worst HV",
@@ -459,7 +460,7 @@ def problem_table(s: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
     rows: list[list[Any]] = []
     for m, r in s["rows"].items():
         rows.append([m, r["n_seeds"], *[_mean_2se(r["log_gap"][b]) for b in marks],
-                     float(np.mean(r["final_hv"])), r["final_hv_sd"], r["worst_hv"],
+                     _mean_2se(r["final_hv"]), r["final_hv_sd"], r["worst_hv"],
                      r["worst_seed"], f"{r['collapses']}/{r['n_seeds']}",
                      r["p_ecopt_better"], r["p_ecopt_worse"], r["median_ask_s"]])
     return cols, rows
@@ -520,11 +521,12 @@ def versions() -> dict[str, str]:
 def table_legend(reference: str) -> str:
     """What the columns of :func:`problem_table` mean."""
     return (f"n=<b>: log10(max HV - HV) after b evaluations, mean [mean - 2 SE, mean + 2 SE] "
-            f"over seeds (lower is better); final HV: mean over seeds, sd: its standard "
-            f"deviation, worst HV / worst seed: the lowest final HV and its seed; collapses: "
-            f"seeds whose final HV is below {COLLAPSE_FRACTION:.0%} of the maximum; p better / "
-            f"p worse: one-sided Mann-Whitney U p that {reference} has a higher / lower final "
-            f"HV than the row; ask s: median wall-clock seconds per model-based suggestion.")
+            f"over seeds (lower is better); final HV: mean [mean - 2 SE, mean + 2 SE] over "
+            f"seeds, sd: its standard deviation, worst HV / worst seed: the lowest final HV "
+            f"and its seed; collapses: seeds whose final HV is below "
+            f"{COLLAPSE_FRACTION:.0%} of the maximum; p better / p worse: one-sided "
+            f"Mann-Whitney U p that {reference} has a higher / lower final HV than the row; "
+            f"ask s: median wall-clock seconds per model-based suggestion.")
 
 
 def report_markdown(summary: dict[str, Any], command: str, meta: dict[str, str]) -> str:
@@ -659,10 +661,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.label is not None and len(methods) != 1:
         raise SystemExit(f"--label names the runs of one method, got {len(methods)} methods")
     problems = (args.problems.split(",") if args.problems else default_problems(args.quick))
-    if not args.report_only:
-        import torch
+    import torch
 
-        torch.set_num_threads(args.threads)
+    # Also with --report-only, so a rebuilt report states the torch threads the runs used
+    # (given the same --threads).
+    torch.set_num_threads(args.threads)
+    if not args.report_only:
         done = {(r["problem"], r["method"], r["seed"], r["budget"]) for r in _load_runs(out)}
         runs_file = out / f"runs-{args.tag}.jsonl"
         for name in problems:

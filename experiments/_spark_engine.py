@@ -9,11 +9,16 @@ cluster running MLlib. This module is that cluster side:
   per executor, bound to 127.0.0.1); with ``master="spark://HOST:7077"`` a real
   one (its executors need ecopt installed);
 * data is generated where it is used: each partition of the Epsilon-shaped
-  table or the review-like corpus is built on an executor from the same
+  table or the Spanish-review-like corpus (:mod:`ecopt.data.reviews`) is built on an executor from the same
   ``(block, seed)`` as the local run's, so both sides train on identical rows;
 * models: MLlib ``LogisticRegression``, ``LinearSVC``,
   ``RandomForestClassifier``, ``GBTClassifier``, ``MultilayerPerceptronClassifier``,
-  and ``Tokenizer`` / ``HashingTF`` / ``IDF`` + ``LogisticRegression`` for text;
+  and ``RegexTokenizer`` / ``HashingTF`` / ``IDF`` / ``Normalizer`` + ``LogisticRegression``
+  for text: the tokens are the local run's (lower-cased runs of letters, accents kept:
+  ``ecopt.data.reviews.SPARK_TOKEN_PATTERN``), the TF-IDF rows are L2-normalised and the
+  regression is unstandardised, as scikit-learn's ``TfidfTransformer`` +
+  ``LogisticRegression`` are (the plain ``Tokenizer`` splits on white space only, so
+  "excelente!" and "excelente" would be two words);
 * measured (:class:`SparkMeter`): CPU seconds of this process and every process
   below it (the driver JVM, the embedded master/worker, every executor JVM and
   its Python workers), the peak resident memory of the driver JVM and of each
@@ -151,9 +156,9 @@ def _table_rows(block: int, rows: int, features: int, seed: int) -> list[Any]:
 
 
 def _text_rows(block: int, docs: int, seed: int) -> list[Any]:
-    from ecopt.data.datasets import make_text_block
+    from ecopt.data.reviews import make_review_block
 
-    d, y = make_text_block(block, docs, seed)
+    d, y = make_review_block(block, docs, seed)[:2]
     return [(t, float(v)) for t, v in zip(d, y)]
 
 
@@ -170,7 +175,8 @@ def table_spark(spark: Any, sizes: list[int], features: int, seed: int, first_bl
 
 def text_spark(spark: Any, sizes: list[int], seed: int, first_block: int,
                partitions: int) -> Any:
-    """The review-like corpus as a cached DataFrame ``(text, label)``, built on executors."""
+    """The generated Spanish-review-like corpus (:mod:`ecopt.data.reviews`) as a cached
+    DataFrame ``(text, label)``, built on executors."""
     rdd = spark.sparkContext.parallelize(list(enumerate(sizes)), len(sizes)).flatMap(
         lambda b: _text_rows(first_block + b[0], b[1], seed))
     df = spark.createDataFrame(rdd, ["text", "label"]).repartition(partitions).cache()
@@ -193,7 +199,9 @@ def train_spark(model: str, df: Any, n_rows: int, features: int, args: Any) -> A
         MultilayerPerceptronClassifier,
         RandomForestClassifier,
     )
-    from pyspark.ml.feature import IDF, HashingTF, Tokenizer
+    from pyspark.ml.feature import IDF, HashingTF, Normalizer, RegexTokenizer
+
+    from ecopt.data.reviews import SPARK_TOKEN_PATTERN
 
     reg = 1.0 / (args.C * max(n_rows, 1))
     if model == "logistic_regression":
@@ -209,11 +217,15 @@ def train_spark(model: str, df: Any, n_rows: int, features: int, args: Any) -> A
         est = MultilayerPerceptronClassifier(layers=[features, args.hidden, 2],
                                              maxIter=args.max_iter, seed=args.seed)
     elif model == "text_tfidf":
-        est = Pipeline(stages=[Tokenizer(inputCol="text", outputCol="words"),
+        est = Pipeline(stages=[RegexTokenizer(inputCol="text", outputCol="words",
+                                              pattern=SPARK_TOKEN_PATTERN, gaps=False,
+                                              toLowercase=True),
                                HashingTF(inputCol="words", outputCol="tf",
                                          numFeatures=TEXT_FEATURES),
-                               IDF(inputCol="tf", outputCol="features"),
-                               LogisticRegression(maxIter=args.max_iter, regParam=reg)])
+                               IDF(inputCol="tf", outputCol="tfidf"),
+                               Normalizer(inputCol="tfidf", outputCol="features", p=2.0),
+                               LogisticRegression(maxIter=args.max_iter, regParam=reg,
+                                                  standardization=False)])
     else:
         raise ValueError(f"model must be one of {SPARK_MODELS} on Spark, got {model!r}")
     return est.fit(df)

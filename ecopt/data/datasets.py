@@ -28,7 +28,6 @@ __all__ = [
     "write_movielens_side_files",
     "find_real_data",
     "make_epsilon_block",
-    "make_text_block",
     "MOVIELENS_1M",
     "make_image_folder",
     "ImageFolder",
@@ -308,41 +307,6 @@ def make_epsilon_block(block: int, rows: int, features: int = 2000, seed: int = 
     score = x @ w.astype(np.float32)
     noise = rng.standard_normal(rows).astype(np.float32) * 0.3 * float(score.std() or 1.0)
     return x, (score + noise > 0).astype(np.float32)
-
-
-_TEXT_VOCAB = 5000
-
-
-def make_text_block(block: int, docs: int, seed: int = 0) -> tuple[list[str], np.ndarray]:
-    """One block of a generated two-class text corpus (reviews-like, 20-80 words each).
-
-    Words are ``w<k>`` tokens from a 5,000-word Zipf vocabulary; each class
-    prefers its own 300-word slice of it (a positive document draws 12 % of its
-    words there, a negative one from the other slice), so a bag-of-words
-    classifier reaches about 90-95 % accuracy. Blocks are independent given
-    ``(block, seed)``.
-
-    Returns:
-        ``(documents, labels)``: ``docs`` strings and float32 labels in {0, 1}.
-
-    Raises:
-        ValueError: for ``docs < 1``.
-    """
-    if docs < 1:
-        raise ValueError(f"docs >= 1 must hold, got {docs}")
-    rng = np.random.default_rng([seed, block, 7])
-    ranks = np.arange(1, _TEXT_VOCAB + 1)
-    p = 1.0 / ranks ** 1.1
-    p /= p.sum()
-    labels = rng.integers(0, 2, docs)
-    lengths = rng.integers(20, 81, docs)
-    out = []
-    for y, n in zip(labels, lengths):
-        words = rng.choice(_TEXT_VOCAB, n, p=p)
-        topical = rng.random(n) < 0.12
-        words[topical] = rng.integers(0, 300, int(topical.sum())) + (300 if y else 900)
-        out.append(" ".join(f"w{k}" for k in words))
-    return out, labels.astype(np.float32)
 
 
 def make_image_folder(root: str | Path, n_classes: int = 3, images_per_class: int = 20,

@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import resource
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from ecopt.data.backends import Backend, get_backend
 from ecopt.data.schema import TableSchema, TensorTable
@@ -146,16 +148,88 @@ class TablePipeline:
         """Only the read stage, materialised (what a ``load`` phase measures)."""
         return self.backend.materialise(self.backend.read(self.path, self.schema))
 
-    def preprocess(self, frame: Any) -> TensorTable:
-        """The stages after read, on a frame from :meth:`read`."""
+    def preprocess(self, frame: Any, rows: Sequence[int] | np.ndarray | None = None) -> TensorTable:
+        """The stages after read, on a frame from :meth:`read`, fitting their constants.
+
+        Args:
+            frame: What :meth:`read` returned.
+            rows: File positions (sorted) of the rows to keep, e.g. a training
+                split; the constants (means, stds, categories) are fitted on
+                those rows alone. All rows when None.
+
+        Returns:
+            The tensors; ``table.stats`` holds the fitted constants, which
+            :meth:`transform` and :meth:`held_out_batches` apply to other rows.
+        """
         from ecopt.data.backends.base import feature_names
         from ecopt.data.schema import build_tensor_table
 
         b, s = self.backend, self.schema
+        if rows is not None:
+            frame = b.take(frame, _positions(rows))
         stats: dict[str, Any] = {}
         frame = b.normalise(b.encode(b.impute(frame, s, stats), s, stats), s, stats)
         arrays = b.to_arrays(frame, s, stats)
         return build_tensor_table(arrays, s, feature_names(s, stats["categories"]), stats)
+
+    def labelled_rows(self, frame: Any) -> np.ndarray:
+        """File positions of the rows whose target is present (the rows a split divides)."""
+        return self.backend.labelled_rows(frame, self.schema)
+
+    def transform(self, frame: Any, stats: dict[str, Any],
+                  rows: Sequence[int] | np.ndarray | None = None) -> Any:
+        """Impute, encode and normalise with constants fitted earlier: nothing is refitted.
+
+        Args:
+            frame: A frame from the backend's ``read`` (lazy ones stay lazy).
+            stats: ``table.stats`` of a :meth:`preprocess` call (e.g. on the
+                training rows).
+            rows: File positions (sorted) of the rows to transform; all when None.
+
+        Returns:
+            The backend's frame, materialised: every row with a target, with the
+            features of the fitted encoding (a category unseen at fit time is an
+            all-zero one-hot block).
+        """
+        from ecopt.data.backends.base import FITTED
+
+        missing = [k for k in ("impute_means", "categories", "means", "stds") if k not in stats]
+        if missing:
+            raise ValueError(f"transform needs the constants of a preprocess call; stats lacks "
+                             f"{missing} (pass table.stats of TablePipeline.preprocess)")
+        b, s = self.backend, self.schema
+        if rows is not None:
+            frame = b.take(frame, _positions(rows))
+        st = {**stats, FITTED: True}
+        return b.materialise(b.normalise(b.encode(b.impute(frame, s, st), s, st), s, st))
+
+    def held_out_batches(self, stats: dict[str, Any], rows: Sequence[int] | np.ndarray,
+                         batch_size: int) -> Iterator[TensorTable]:
+        """Read ``rows`` of the file through the backend and yield them preprocessed, in batches.
+
+        What an inference phase runs: the file is read again by the backend,
+        the held-out rows are selected, the constants fitted on the training
+        split are applied (:meth:`transform`, no refit), and the library slices
+        the batches (``Backend.batches``); each batch becomes tensors.
+
+        Args:
+            stats: ``table.stats`` of the :meth:`preprocess` call that fitted the constants.
+            rows: File positions (sorted) of the held-out rows.
+            batch_size: Rows per batch (about that many for dask).
+
+        Raises:
+            ValueError: for a ``batch_size`` below 1, or ``stats`` without fitted constants.
+        """
+        from ecopt.data.backends.base import feature_names
+        from ecopt.data.schema import build_tensor_table
+
+        if isinstance(batch_size, bool) or int(batch_size) != batch_size or batch_size < 1:
+            raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
+        b, s = self.backend, self.schema
+        frame = self.transform(b.read(self.path, s), stats, rows)
+        names = feature_names(s, stats["categories"])
+        for batch in b.batches(frame, int(batch_size)):
+            yield build_tensor_table(b.to_arrays(batch, s, stats), s, names, stats)
 
     def run_traced(self, meter: Meter | None = None) -> tuple[TensorTable, list[StageTrace]]:
         """Run stage by stage, materialising each, under one meter window per stage.
@@ -228,6 +302,15 @@ class TablePipeline:
     def _middle(self) -> list[tuple[str, Any]]:
         b = self.backend
         return [("impute", b.impute), ("encode", b.encode), ("normalise", b.normalise)]
+
+
+def _positions(rows: Sequence[int] | np.ndarray) -> np.ndarray:
+    pos = np.asarray(rows, dtype=np.int64)
+    if pos.ndim != 1 or (pos.size > 1 and bool((np.diff(pos) <= 0).any())) or \
+            (pos.size and pos[0] < 0):
+        raise ValueError(f"rows must be increasing non-negative file positions, got "
+                         f"{pos[:10].tolist()}{'...' if pos.size > 10 else ''}")
+    return pos
 
 
 def _with_samples(w: StageWindow, n: int, out_bytes: float = float("nan")) -> StageTrace:

@@ -136,6 +136,30 @@ def execute_trial(objective: Callable[[Trial], Any], trial: Trial, *, worker: st
                    device=out.device if device is None else device)
 
 
+class SlotsCache:
+    """A cluster's trial capacity, asked of it at most every ``every_s`` seconds.
+
+    Args:
+        capacity: Asks the cluster how many trials it can run at once now.
+        every_s: How long an answer is kept, in seconds.
+    """
+
+    def __init__(self, capacity: Callable[[], int], every_s: float = 2.0) -> None:
+        self._capacity, self._every_s = capacity, every_s
+        self._at, self._n = 0.0, 1
+
+    def get(self, alive: bool) -> int:
+        """The capacity (at least 1); not asked again while the cluster is not ``alive``
+        (the last answer stands: the running trials' futures report the loss)."""
+        if alive and time.monotonic() - self._at > self._every_s:
+            try:
+                self._n = max(int(self._capacity()), 1)
+            except Exception:  # noqa: BLE001 - the cluster is going away: the futures say so
+                pass
+            self._at = time.monotonic()
+        return self._n
+
+
 class Executor(ABC):
     """Runs trials.
 

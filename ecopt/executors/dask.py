@@ -43,6 +43,7 @@ from ecopt.executors.base import (
     WORKER_LOST,
     Executor,
     ExecutorLostError,
+    SlotsCache,
     check_picklable,
     execute_trial,
     fault_outcome,
@@ -175,7 +176,7 @@ class DaskExecutor(Executor):
         self._jobs: dict[str, _Job] = {}
         self._lock = threading.Lock()
         self._closed = False
-        self._slots_cache = (0.0, 1)
+        self._slots = SlotsCache(self._capacity)
 
         if client is not None:
             self._client = client
@@ -259,14 +260,7 @@ class DaskExecutor(Executor):
     @property
     def slots(self) -> int:  # type: ignore[override]
         """Trials the cluster can run at once now (refreshed every 2 s; at least 1)."""
-        t, n = self._slots_cache
-        if time.monotonic() - t > 2.0 and self._client.status == "running":
-            try:
-                n = max(self._capacity(), 1)
-            except Exception:  # the scheduler is going away: the futures will say so
-                pass
-            self._slots_cache = (time.monotonic(), n)
-        return n
+        return self._slots.get(self._client.status == "running")
 
     @property
     def client(self) -> Any:

@@ -48,6 +48,7 @@ from ecopt.executors.base import (
     WORKER_LOST,
     Executor,
     ExecutorLostError,
+    SlotsCache,
     check_picklable,
     execute_trial,
     fault_outcome,
@@ -192,7 +193,7 @@ class SparkExecutor(Executor):
         self._lock = threading.Lock()
         self._closed = False
         self._lost = False
-        self._slots_cache = (0.0, 1)
+        self._slots = SlotsCache(self._capacity)
         self.spark_version = pyspark.__version__
 
         if context is not None:
@@ -270,14 +271,7 @@ class SparkExecutor(Executor):
     @property
     def slots(self) -> int:  # type: ignore[override]
         """Trials the cluster can run at once now (its task slots; refreshed every 2 s; >= 1)."""
-        t, n = self._slots_cache
-        if time.monotonic() - t > 2.0 and not self._closed and not self._lost:
-            try:
-                n = max(self._capacity(), 1)
-            except Exception:  # the driver JVM is going away: the futures will say so
-                pass
-            self._slots_cache = (time.monotonic(), n)
-        return n
+        return self._slots.get(not self._closed and not self._lost)
 
     @property
     def context(self) -> Any:

@@ -20,9 +20,14 @@ when there is one), as in :mod:`ecopt.workloads.tabular`; a CUDA
 out-of-memory makes the trial infeasible.
 
 Phases and returns are those of :mod:`ecopt.workloads.tabular`; ``preprocess``
-holds the backend's stages and then the (backend-independent, numpy)
-leave-one-out split and negative sampling, whose seconds are recorded apart as
-``split_and_negatives_s``. The objective returns ``hit_rate`` and
+holds the backend's stages (the user and movie vocabularies fitted on every
+rating: the catalogue, no label) and then the (backend-independent, numpy)
+leave-one-out split and negative sampling (the training negatives, and NCF's
+fixed 99 test negatives per held-out user), whose seconds are recorded apart
+as ``split_and_negatives_s``. ``inference`` reads the held-out ratings from
+the file again through the backend, encodes them with preprocess'
+vocabularies (nothing refitted), lets the library slice them into
+``batch_size`` batches, and scores each batch's candidates. The objective returns ``hit_rate`` and
 ``train_rows_per_joule`` (training pairs x epochs per joule of load + preprocess +
 train; formerly ``samples_per_joule``, still accepted in ``returns`` with a
 ``DeprecationWarning``), with per-phase peak RAM as metrics.
@@ -130,15 +135,33 @@ def build_neumf(n_users: int, n_items: int, emb_dim: int) -> Any:
 
 
 def hit_rate(model: Any, test_users: np.ndarray, test_items: np.ndarray, n_items: int,
-             rated_keys: np.ndarray, rng: np.random.Generator, k: int = 10,
-             n_negatives: int = 99, device: str = "cpu", precision: str = "float32") -> float:
+             rated_keys: np.ndarray, rng: np.random.Generator | None, k: int = 10,
+             n_negatives: int = 99, device: str = "cpu", precision: str = "float32",
+             negatives: np.ndarray | None = None) -> float:
     """Share of users whose held-out item ranks in the top ``k`` among it and ``n_negatives`` unrated ones.
 
     The model must be on ``device``; the candidates are copied there.
+
+    Args:
+        negatives: ``len(test_users) x n_negatives`` unrated items drawn before
+            (NCF's fixed test negatives, so batches score the same candidates
+            however they are cut); drawn here with ``rng`` when None.
+
+    Raises:
+        ValueError: when neither ``negatives`` nor ``rng`` is given, or
+            ``negatives`` has another row count than ``test_users``.
     """
     import torch
 
-    neg = sample_negatives(test_users, n_items, n_negatives, rated_keys, rng)
+    if negatives is not None:
+        neg = np.asarray(negatives)
+        if neg.ndim != 2 or len(neg) != len(test_users):
+            raise ValueError(f"negatives must be len(test_users) x n_negatives = "
+                             f"{len(test_users)} x n, got shape {neg.shape}")
+    elif rng is None:
+        raise ValueError("hit_rate needs negatives or an rng to draw them, got neither")
+    else:
+        neg = sample_negatives(test_users, n_items, n_negatives, rated_keys, rng)
     cand = np.concatenate([test_items[:, None], neg], axis=1)  # column 0 is the positive
     u, i = to_device((torch.from_numpy(np.repeat(test_users, cand.shape[1])),
                       torch.from_numpy(cand.reshape(-1))), device)
@@ -242,7 +265,7 @@ class NCFObjective(RatingsSource, DeviceObjective):
         y_all = np.concatenate([np.ones(len(u_tr), np.float32),
                                 np.zeros(len(u_tr) * num_negatives, np.float32)])
         split = {"test_users": users[te], "test_items": items[te], "rated": rated,
-                 "n_users": table.cardinalities[0], "n_items": n_items}
+                 "n_users": table.cardinalities[0], "n_items": n_items, "rows": te}
         return (torch.from_numpy(u_all), torch.from_numpy(i_all), torch.from_numpy(y_all)), split
 
     def _run(self, trial: Trial, p: dict[str, Any], device: str, prec: Precision
@@ -257,9 +280,18 @@ class NCFObjective(RatingsSource, DeviceObjective):
             frame = pipe.read()
         rng = np.random.default_rng(self.seed + trial.number)
         with measured_phase(trial, "preprocess"):
+            # The id vocabularies (embedding rows) are fitted on every rating: the catalogue,
+            # not a label; the held-out rows are found after encoding (each user's latest).
+            labelled = pipe.labelled_rows(frame)
             table = pipe.preprocess(frame)
             t0 = time.perf_counter()
             train_t, split = self.examples(table, k, rng)
+            # NCF's fixed test negatives: 99 unrated movies per held-out user, drawn once.
+            test_neg = sample_negatives(split["test_users"], split["n_items"], 99,
+                                        split["rated"], np.random.default_rng(self.seed))
+            neg_by_user = np.zeros((split["n_users"], 99), dtype=np.int64)
+            neg_by_user[split["test_users"]] = test_neg
+            held_rows = np.sort(labelled[split["rows"]])
             # Backend-independent numpy work inside "preprocess", reported apart.
             trial.set_metric("split_and_negatives_s", time.perf_counter() - t0)
         n_train = int(train_t[0].shape[0])
@@ -283,13 +315,23 @@ class NCFObjective(RatingsSource, DeviceObjective):
                         loss = loss_fn(model(ub, ib).float(), yb)
                     prec.step(loss, opt)
         model.eval()
-        n_test = len(split["test_users"])
-        hr = measured_repeat(
-            trial, "inference",
-            lambda: hit_rate(model, split["test_users"], split["test_items"], split["n_items"],
-                             split["rated"], np.random.default_rng(self.seed), device=device,
-                             precision=prec.name),
-            samples_per_call=n_test)
+        n_test = len(held_rows)
+        stats, bs = table.stats, int(p["batch_size"])
+
+        def infer() -> float:
+            # The held-out ratings read from the file through the backend, encoded with the
+            # vocabularies of preprocess (no refit), batched by the library.
+            hits, n = 0.0, 0
+            for batch in pipe.held_out_batches(stats, held_rows, bs):
+                codes = batch.codes.numpy()
+                users, items = codes[:, 0], codes[:, 1]
+                hits += len(batch) * hit_rate(
+                    model, users, items, split["n_items"], split["rated"], None, device=device,
+                    precision=prec.name, negatives=neg_by_user[users])
+                n += len(batch)
+            return hits / n
+
+        hr = measured_repeat(trial, "inference", infer, samples_per_call=n_test)
         if not math.isfinite(hr):  # pragma: no cover - a mean of booleans is finite
             raise FloatingPointError(f"hit rate is {hr}")
         trial.set_metric("n_ratings", len(table))

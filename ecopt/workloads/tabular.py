@@ -34,10 +34,15 @@ On a small, busy CPU, torch's intra-op threads can spin against each other,
 so a step can be much slower with more threads; ``threads`` makes that
 searchable.
 
-Phases: ``load`` (read the file), ``preprocess`` (impute -> encode -> normalise
--> tensors, split), ``train`` (with the input pipeline inside: without
-``cache`` each epoch re-runs it), ``inference`` (test set). Each phase's peak
-RSS is recorded as ``peak_ram_mb_<phase>``. The objective returns the quality
+Phases: ``load`` (read the file), ``preprocess`` (split the labelled rows,
+then impute -> encode -> normalise -> tensors on the training rows, fitting
+the constants there), ``train`` (with the input pipeline inside: without
+``cache`` each epoch re-runs it), ``inference``: the held-out rows read from
+the file again through the backend, preprocessed with the training rows'
+constants (nothing refitted) and sliced into ``batch_size`` batches by the
+library (:meth:`ecopt.data.TablePipeline.held_out_batches`), each batch a
+tensor fed to the model; repeated in one window until the meter resolves it.
+Each phase's peak RSS is recorded as ``peak_ram_mb_<phase>``. The objective returns the quality
 metric and ``train_rows_per_joule``: training samples (rows x epochs) per joule
 of load + preprocess + train, i.e. the end-to-end training efficiency the
 data-side knobs move (called ``samples_per_joule`` before; that name, which
@@ -46,8 +51,8 @@ means inference samples per joule elsewhere in ecopt, still works in
 ``samples_per_joule_inference`` (each phase's own samples per joule) are
 recorded as metrics too.
 
-Normalisation constants are computed on the whole table before the split (as
-in the data study's simple pipelines); the test rows are a seeded 20 %.
+The test rows are a seeded 20 % of the rows with a target; imputation means,
+categories and normalisation constants come from the other 80 % alone.
 
 Example:
     >>> objective = TabularObjective(task="regression")
@@ -294,10 +299,16 @@ class TabularObjective(DeviceObjective):
         return {**self.DEFAULTS, **self.defaults, **trial.params}
 
     def split(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """Seeded ``(train, test)`` positions among ``n`` rows, each sorted."""
         rng = np.random.default_rng(self.seed)
         perm = rng.permutation(n)
         n_test = max(1, int(round(n * self.test_fraction)))
         return np.sort(perm[n_test:]), np.sort(perm[:n_test])
+
+    def file_split(self, labelled: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`split` over the labelled rows, as file positions (what the backends select)."""
+        tr, te = self.split(len(labelled))
+        return labelled[tr], labelled[te]
 
     def _run(self, trial: Trial, p: dict[str, Any], device: str, prec: Precision
              ) -> dict[str, float]:
@@ -310,20 +321,20 @@ class TabularObjective(DeviceObjective):
         with measured_phase(trial, "load"):
             frame = pipe.read()
         with measured_phase(trial, "preprocess"):
-            table = pipe.preprocess(frame)
-            tr, te = self.split(len(table))
-        n_train = len(tr)
-        tr_t = torch.from_numpy(tr)
+            tr, te = self.file_split(pipe.labelled_rows(frame))
+            # Constants (means, stds, categories) fitted on the training rows only.
+            table = pipe.preprocess(frame, rows=tr)
+        n_train = len(table)
 
         def produce() -> tuple[Any, ...]:
-            t = pipe.run()
-            return t.features[tr_t], t.target[tr_t]
+            t = pipe.preprocess(pipe.read(), rows=tr)
+            return t.features, t.target
 
         loader = make_loader(produce, cfg, device=device)
-        loader.prime((table.features[tr_t], table.target[tr_t]))
+        loader.prime((table.features, table.target))
         torch.manual_seed(self.seed + trial.number)
         reg = self.task == "regression"
-        y_tr = table.target[tr_t]
+        y_tr = table.target
         y_mu = float(y_tr.float().mean()) if reg else 0.0
         y_sd = float(y_tr.float().std()) if reg and len(y_tr) > 1 else 1.0
         out_dim = 1 if reg else len(table.target_classes)
@@ -341,17 +352,24 @@ class TabularObjective(DeviceObjective):
                         loss = (loss_fn(out.squeeze(1).float(), (yb - y_mu) / y_sd) if reg
                                 else loss_fn(out, yb))
                     prec.step(loss, opt)
-        te_t = torch.from_numpy(te)
         model.eval()
+        stats, bs = table.stats, int(p["batch_size"])
 
         def infer() -> float:
-            x_te, y_te = to_device((table.features[te_t], table.target[te_t]), device,
-                                   pin=loader.pin_memory)
-            with torch.no_grad(), prec.autocast():
-                pred = model(x_te).float()
-            if reg:
-                return math.sqrt(float(((pred.squeeze(1) * y_sd + y_mu - y_te) ** 2).mean()))
-            return float((pred.argmax(1) == y_te).float().mean())
+            # The held-out rows read from the file, preprocessed with the training split's
+            # constants and batched by the backend, batch by batch into the model.
+            total, n = 0.0, 0
+            for batch in pipe.held_out_batches(stats, te, bs):
+                x_b, y_b = to_device((batch.features, batch.target), device,
+                                     pin=loader.pin_memory)
+                with torch.no_grad(), prec.autocast():
+                    pred = model(x_b).float()
+                if reg:
+                    total += float(((pred.squeeze(1) * y_sd + y_mu - y_b) ** 2).sum())
+                else:
+                    total += float((pred.argmax(1) == y_b).sum())
+                n += len(batch)
+            return math.sqrt(total / n) if reg else total / n
 
         # Repeated in one window until the meter resolves it (one pass can take < 1 ms).
         q = measured_repeat(trial, "inference", infer, samples_per_call=len(te))

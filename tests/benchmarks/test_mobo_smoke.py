@@ -123,3 +123,59 @@ def test_qnehvi_method_runs_the_papers_acquisition() -> None:
     assert len(params) == budget and len({tuple(sorted(p.items())) for p in params}) == budget
     assert QNEHVISampler.name == "qnehvi"
     assert len(ask_s) == 2  # the model's asks are timed, as qLogNEHVI's are
+
+
+def _fake_run(method: str, seed: int, final_hv: float, budget: int = 8) -> dict:
+    """A run record as ``run_one`` writes it, with a given final hypervolume (max HV 10)."""
+    hv = list(np.linspace(0.5 * final_hv, final_hv, budget))
+    return {"problem": "p", "method": method, "seed": seed, "budget": budget, "n_init": 4,
+            "max_hv": 10.0, "hv": hv, "log_gap": [float(np.log10(10.0 - h)) for h in hv],
+            "ask_s": [0.1 * (seed + 1)]}
+
+
+def test_summary_compares_qnehvi_with_qlognehvi_one_sided_with_intervals() -> None:
+    """The qLogNEHVI / qNEHVI pair gets both one-sided Mann-Whitney p values and a final-HV
+    interval (mean +- 2 SE over seeds) in the report table."""
+    from scipy.stats import mannwhitneyu
+
+    log_hv = [9.0, 9.2, 9.1, 9.3, 9.4]
+    q_hv = [7.0, 7.5, 8.0, 7.2, 9.15]
+    runs = ([_fake_run("ecopt-qlognehvi", s, h) for s, h in enumerate(log_hv)]
+            + [_fake_run("ecopt-qnehvi", s, h) for s, h in enumerate(q_hv)])
+    s = mobo.summarise(runs)["p"]
+    row = s["rows"]["ecopt-qnehvi"]
+    assert row["p_ecopt_better"] == pytest.approx(
+        mannwhitneyu(log_hv, q_hv, alternative="greater").pvalue)
+    assert row["p_ecopt_better"] < 0.05 < row["p_ecopt_worse"]
+    assert s["rows"]["ecopt-qlognehvi"]["p_ecopt_better"] is None
+    cols, rows = mobo.problem_table(s)
+    cell = rows[1][cols.index("final HV")]
+    se = float(np.std(q_hv, ddof=1)) / np.sqrt(5)
+    assert cell["value"] == pytest.approx(np.mean(q_hv))
+    assert (cell["low"], cell["high"]) == pytest.approx((np.mean(q_hv) - 2 * se,
+                                                         np.mean(q_hv) + 2 * se))
+    assert rows[1][cols.index("n=8")]["high"] > rows[1][cols.index("n=8")]["value"]
+    # Swapped roles: qNEHVI as the reference flips the one-sided p values.
+    flipped = mobo.summarise(runs, reference="ecopt-qnehvi")["p"]["rows"]["ecopt-qlognehvi"]
+    assert flipped["p_ecopt_worse"] == pytest.approx(row["p_ecopt_better"])
+
+
+def test_report_only_rebuilds_the_pair_with_the_runs_threads(tmp_path: Path) -> None:
+    """``--report-only`` states the torch threads given (as the runs used them) and shows
+    the final HV of each method with its interval."""
+    import torch
+
+    runs = ([_fake_run("ecopt-qlognehvi", s, 9.0 + 0.1 * s) for s in range(3)]
+            + [_fake_run("ecopt-qnehvi", s, 8.0 + 0.1 * s) for s in range(3)])
+    (tmp_path / "runs-main.jsonl").write_text("".join(json.dumps(r) + "\n" for r in runs))
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        assert mobo.main(["--report-only", "--out", str(tmp_path), "--no-plot",
+                          "--methods", "ecopt-qlognehvi,ecopt-qnehvi", "--threads", "1"]) == 0
+    finally:
+        torch.set_num_threads(before)
+    md = (tmp_path / "report.md").read_text()
+    assert "torch_threads 1" in md
+    row = next(ln for ln in md.splitlines() if ln.startswith("| ecopt-qnehvi |"))
+    assert "| 8.1 [7.985, 8.215] |" in row  # final HV: mean 8.1 +- 2 x 0.1 / sqrt(3)

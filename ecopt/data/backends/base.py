@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,11 @@ import numpy as np
 from ecopt.data.schema import MISSING_CATEGORY, TableSchema
 
 __all__ = ["Backend", "check_file", "check_columns", "file_format", "clean_category",
-           "categorical_fill", "feature_names"]
+           "categorical_fill", "feature_names", "FITTED", "is_fitted", "check_known_codes"]
+
+#: Key of a ``stats`` dict whose constants were fitted before (on a training split): the
+#: stages then apply them and compute none (no refit on held-out rows).
+FITTED = "fitted"
 
 _OTHER_SEPARATORS = (";", "\t", "|", ":")
 
@@ -104,6 +109,34 @@ def feature_names(schema: TableSchema, categories: dict[str, list[Any]]) -> list
     return [*schema.numeric, *(f"{c}={v}" for c in schema.onehot for v in categories[c])]
 
 
+def is_fitted(stats: dict[str, Any]) -> bool:
+    """Whether ``stats`` holds constants fitted earlier, to be applied as they are."""
+    return bool(stats.get(FITTED))
+
+
+def check_known_codes(codes: np.ndarray, column: str, values: Any, categories: list[Any]) -> None:
+    """Raise ``ValueError`` when a category code is ``-1`` (a value the encoder was not fitted on).
+
+    Args:
+        codes: Positions of ``values`` in ``categories``, ``-1`` where absent.
+        column: Column name, for the message.
+        values: The encoded values (anything ``numpy.asarray`` takes), or None
+            where the backend no longer holds them (the message then counts them).
+        categories: The fitted categories.
+    """
+    bad = np.asarray(codes) < 0
+    if bad.any():
+        if values is not None:
+            unknown = {clean_category(v) for v in np.asarray(values, dtype=object)[bad]}
+            what = f"values {sorted(unknown, key=str)[:10]}"
+        else:
+            what = f"{int(bad.sum())} values"
+        raise ValueError(
+            f"column {column!r}: {what} were not among the categories the encoder was fitted "
+            f"on ({categories[:10]}{'...' if len(categories) > 10 else ''}); an ordinal code or "
+            "class must be known at fit time (fit on rows that hold it)")
+
+
 def safe_std(std: float) -> float:
     """Population std of a column, 1.0 when it is constant (no division by zero)."""
     return float(std) if std is not None and np.isfinite(std) and std > 0 else 1.0
@@ -166,6 +199,24 @@ class Backend(ABC):
     def materialise(self, frame: Any) -> Any:
         """Compute a lazy frame now (used when tracing stage by stage)."""
         return frame
+
+    @abstractmethod
+    def labelled_rows(self, frame: Any, schema: TableSchema) -> np.ndarray:
+        """Positions (file order, int64) of the rows with a target (those impute keeps)."""
+
+    @abstractmethod
+    def take(self, frame: Any, positions: np.ndarray) -> Any:
+        """The rows at ``positions`` (sorted, file order) of a frame from :meth:`read`."""
+
+    @abstractmethod
+    def batches(self, frame: Any, batch_size: int) -> Iterator[Any]:
+        """Slice a preprocessed frame into consecutive batches, in row order.
+
+        Each batch is a frame :meth:`to_arrays` takes, built by the library:
+        pandas ``iloc`` and polars ``slice`` give ``batch_size`` rows (the last
+        fewer); dask repartitions into ``ceil(n / batch_size)`` partitions of
+        about that many rows.
+        """
 
     def describe(self) -> dict[str, Any]:
         """Settings recorded with results."""

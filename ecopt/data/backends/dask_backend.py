@@ -7,6 +7,8 @@ table that overhead is most of the time, which is what the data study saw.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,9 @@ from ecopt.data.backends.base import (
     categorical_fill,
     check_columns,
     check_file,
+    check_known_codes,
     file_format,
+    is_fitted,
     safe_std,
     sorted_categories,
 )
@@ -78,8 +82,11 @@ class DaskBackend(Backend):
         ddf = frame[frame[schema.target].notnull()]
         numeric = list(schema.numeric) + ([schema.target] if schema.task == "regression" else [])
         ddf = ddf.assign(**{c: ddf[c].astype("float64") for c in numeric})
-        vals = self._compute(*[ddf[c].mean() for c in schema.numeric])
-        means = {c: float(v) for c, v in zip(schema.numeric, vals)}
+        if is_fitted(stats):
+            means = dict(stats["impute_means"])
+        else:
+            vals = self._compute(*[ddf[c].mean() for c in schema.numeric])
+            means = {c: float(v) for c, v in zip(schema.numeric, vals)}
         stats["impute_means"] = means
         fills = {c: ddf[c].fillna(means[c]) for c in schema.numeric}
         for c in schema.categorical:
@@ -91,8 +98,11 @@ class DaskBackend(Backend):
         cat_cols = list(schema.categorical)
         if schema.task == "classification":
             cat_cols.append(schema.target)
-        uniques = self._compute(*[frame[c].unique() for c in cat_cols])
-        cats = {c: sorted_categories(u) for c, u in zip(cat_cols, uniques)}
+        if is_fitted(stats):
+            cats = stats["categories"]
+        else:
+            uniques = self._compute(*[frame[c].unique() for c in cat_cols])
+            cats = {c: sorted_categories(u) for c, u in zip(cat_cols, uniques)}
         stats["categories"] = cats
         new = {f"{c}={v}": (frame[c] == v).astype("float64")
                for c in schema.onehot for v in cats[c]}
@@ -103,9 +113,13 @@ class DaskBackend(Backend):
 
     def normalise(self, frame: Any, schema: TableSchema, stats: dict[str, Any]) -> Any:
         cols = list(schema.numeric)
-        vals = self._compute(*[frame[c].mean() for c in cols], *[frame[c].std(ddof=0) for c in cols])
-        means = {c: float(vals[i]) for i, c in enumerate(cols)}
-        stds = {c: safe_std(vals[len(cols) + i]) for i, c in enumerate(cols)}
+        if is_fitted(stats):
+            means, stds = stats["means"], stats["stds"]
+        else:
+            vals = self._compute(*[frame[c].mean() for c in cols],
+                                 *[frame[c].std(ddof=0) for c in cols])
+            means = {c: float(vals[i]) for i, c in enumerate(cols)}
+            stds = {c: safe_std(vals[len(cols) + i]) for i, c in enumerate(cols)}
         stats["means"], stats["stds"] = means, stds
         return frame.assign(**{c: (frame[c] - means[c]) / stds[c] for c in cols})
 
@@ -126,9 +140,51 @@ class DaskBackend(Backend):
             out[c] = df[c].to_numpy(dtype=np.float64)
         return out
 
+    def labelled_rows(self, frame: Any, schema: TableSchema) -> np.ndarray:
+        (mask,) = self._compute(frame[schema.target].notnull())
+        return np.flatnonzero(mask.to_numpy()).astype(np.int64)
+
+    def take(self, frame: Any, positions: np.ndarray) -> Any:
+        """The rows at ``positions``, partition by partition (dask has no positional index).
+
+        The frame is persisted first (its partitions' lengths place each
+        position in its partition); partitions holding none of the rows are
+        left out of the result.
+        """
+        import dask
+        import dask.dataframe as dd
+
+        frame = self.materialise(frame)
+        (lengths,) = self._compute(frame.map_partitions(len))
+        starts = np.concatenate([[0], np.cumsum(np.asarray(lengths, dtype=np.int64))])
+        pos = np.asarray(positions, dtype=np.int64)
+        parts = []
+        for k, part in enumerate(frame.to_delayed()):
+            local = pos[(pos >= starts[k]) & (pos < starts[k + 1])] - starts[k]
+            if local.size:
+                parts.append(dask.delayed(_iloc)(part, local))
+        if not parts:
+            return frame.partitions[0].map_partitions(lambda d: d.iloc[:0])
+        return dd.from_delayed(parts, meta=frame._meta, verify_meta=False)
+
+    def batches(self, frame: Any, batch_size: int) -> Iterator[Any]:
+        """Partitions of about ``batch_size`` rows (dask repartitions the persisted frame)."""
+        frame = self.materialise(frame)
+        (n,) = self._compute(frame.map_partitions(len).sum())
+        frame = frame.repartition(npartitions=max(1, math.ceil(int(n) / int(batch_size))))
+        for k in range(frame.npartitions):
+            yield frame.partitions[k]
+
+
+def _iloc(part: Any, local: np.ndarray) -> Any:
+    return part.iloc[local]
+
 
 def _codes(part: Any, categories: list[Any]) -> Any:
     import pandas as pd
 
-    return pd.Series(pd.Categorical(part, categories=categories).codes.astype(np.int64),
-                     index=part.index, name=part.name)
+    known = part.isin(categories)
+    codes = pd.Categorical(part.where(known) if not known.all() else part,
+                           categories=categories).codes.astype(np.int64)
+    check_known_codes(codes, str(part.name), part.to_numpy(), categories)
+    return pd.Series(codes, index=part.index, name=part.name)

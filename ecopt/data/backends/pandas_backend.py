@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,9 @@ from ecopt.data.backends.base import (
     categorical_fill,
     check_columns,
     check_file,
+    check_known_codes,
     file_format,
+    is_fitted,
     safe_std,
     sorted_categories,
 )
@@ -52,7 +55,8 @@ class PandasBackend(Backend):
         if schema.task == "regression":
             numeric.append(schema.target)
         out = {c: df[c].astype("float64") for c in numeric}
-        means = {c: float(out[c].mean()) for c in schema.numeric}
+        means = (dict(stats["impute_means"]) if is_fitted(stats)
+                 else {c: float(out[c].mean()) for c in schema.numeric})
         for c in schema.numeric:
             out[c] = out[c].fillna(means[c])
         for c in schema.categorical:
@@ -66,26 +70,32 @@ class PandasBackend(Backend):
         cat_cols = list(schema.categorical)
         if schema.task == "classification":
             cat_cols.append(schema.target)
-        cats = {c: sorted_categories(frame[c].unique()) for c in cat_cols}
+        cats = (stats["categories"] if is_fitted(stats)
+                else {c: sorted_categories(frame[c].unique()) for c in cat_cols})
         stats["categories"] = cats
         parts = [frame[[*schema.numeric, *schema.passthrough]]]
         for c in schema.onehot:
             codes = _codes(frame[c], cats[c])
             onehot = np.zeros((len(frame), len(cats[c])), dtype=np.float64)
-            onehot[np.arange(len(frame)), codes] = 1.0
+            known = codes >= 0  # a value unseen at fit time: all zeros, as a one-hot encoder does
+            onehot[np.flatnonzero(known), codes[known]] = 1.0
             parts.append(pd.DataFrame(onehot, index=frame.index,
                                       columns=[f"{c}={v}" for v in cats[c]]))
         for c in [*schema.ordinal, *([schema.target] if schema.task == "classification" else [])]:
-            parts.append(pd.Series(_codes(frame[c], cats[c]), index=frame.index,
-                                   name=c).to_frame())
+            codes = _codes(frame[c], cats[c])
+            check_known_codes(codes, c, frame[c].to_numpy(), cats[c])
+            parts.append(pd.Series(codes, index=frame.index, name=c).to_frame())
         if schema.task == "regression":
             parts.append(frame[[schema.target]])
         return pd.concat(parts, axis=1)
 
     def normalise(self, frame: Any, schema: TableSchema, stats: dict[str, Any]) -> Any:
         cols = list(schema.numeric)
-        means = {c: float(frame[c].mean()) for c in cols}
-        stds = {c: safe_std(frame[c].std(ddof=0)) for c in cols}
+        if is_fitted(stats):
+            means, stds = stats["means"], stats["stds"]
+        else:
+            means = {c: float(frame[c].mean()) for c in cols}
+            stds = {c: safe_std(frame[c].std(ddof=0)) for c in cols}
         stats["means"], stats["stds"] = means, stds
         return frame.assign(**{c: (frame[c] - means[c]) / stds[c] for c in cols})
 
@@ -102,12 +112,22 @@ class PandasBackend(Backend):
             out[c] = frame[c].to_numpy(dtype=np.float64)
         return out
 
+    def labelled_rows(self, frame: Any, schema: TableSchema) -> np.ndarray:
+        return np.flatnonzero(frame[schema.target].notna().to_numpy()).astype(np.int64)
+
+    def take(self, frame: Any, positions: np.ndarray) -> Any:
+        return frame.iloc[np.asarray(positions, dtype=np.int64)]
+
+    def batches(self, frame: Any, batch_size: int) -> Iterator[Any]:
+        for start in range(0, len(frame), int(batch_size)):
+            yield frame.iloc[start:start + int(batch_size)]
+
 
 def _codes(column: Any, categories: list[Any]) -> np.ndarray:
-    """int64 positions of each value in ``categories`` (every value must be there)."""
+    """int64 positions of each value in ``categories``, ``-1`` for a value not among them."""
     import pandas as pd
 
-    codes = pd.Categorical(column, categories=categories).codes.astype(np.int64)
-    if (codes < 0).any():  # pragma: no cover - categories come from the same column
-        raise AssertionError(f"column {column.name!r} holds values outside {categories[:10]}")
-    return codes
+    known = column.isin(categories)
+    if not known.all():  # held-out rows: blank the unknown values first (pandas 4 refuses them)
+        column = column.where(known)
+    return pd.Categorical(column, categories=categories).codes.astype(np.int64)

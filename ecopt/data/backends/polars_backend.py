@@ -10,6 +10,7 @@ which any row-major tensor needs.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,9 @@ from ecopt.data.backends.base import (
     categorical_fill,
     check_columns,
     check_file,
+    check_known_codes,
     file_format,
+    is_fitted,
     safe_std,
     sorted_categories,
 )
@@ -65,7 +68,9 @@ class PolarsBackend(Backend):
         numeric = list(schema.numeric) + ([schema.target] if schema.task == "regression" else [])
         lf = lf.with_columns([pl.col(c).cast(pl.Float64) for c in numeric])
         means: dict[str, float] = {}
-        if schema.numeric:
+        if is_fitted(stats):
+            means = dict(stats["impute_means"])
+        elif schema.numeric:
             row = lf.select([pl.col(c).mean() for c in schema.numeric]).collect().row(0)
             means = {c: float(v) if v is not None else 0.0 for c, v in zip(schema.numeric, row)}
         stats["impute_means"] = means
@@ -82,7 +87,9 @@ class PolarsBackend(Backend):
         if schema.task == "classification":
             cat_cols.append(schema.target)
         cats: dict[str, list[Any]] = {}
-        if cat_cols:
+        if is_fitted(stats):
+            cats = stats["categories"]
+        elif cat_cols:
             row = frame.select([pl.col(c).unique().implode() for c in cat_cols]).collect().row(0)
             cats = {c: sorted_categories(v) for c, v in zip(cat_cols, row)}
         stats["categories"] = cats
@@ -91,7 +98,8 @@ class PolarsBackend(Backend):
             exprs += [(pl.col(c) == v).cast(pl.Float64).alias(f"{c}={v}") for v in cats[c]]
         coded = [*schema.ordinal, *([schema.target] if schema.task == "classification" else [])]
         for c in coded:
-            exprs.append(pl.col(c).replace_strict(cats[c], list(range(len(cats[c]))),
+            # -1 for a value outside the fitted categories (held-out rows): to_arrays says which.
+            exprs.append(pl.col(c).replace_strict(cats[c], list(range(len(cats[c]))), default=-1,
                                                   return_dtype=pl.Int64).alias(c))
         return frame.with_columns(exprs).drop(list(schema.onehot))
 
@@ -102,6 +110,9 @@ class PolarsBackend(Backend):
         if not cols:
             stats["means"], stats["stds"] = {}, {}
             return frame
+        if is_fitted(stats):
+            means, stds = stats["means"], stats["stds"]
+            return frame.with_columns([((pl.col(c) - means[c]) / stds[c]).alias(c) for c in cols])
         row = frame.select([pl.col(c).mean().alias(f"m_{c}") for c in cols]
                            + [pl.col(c).std(ddof=0).alias(f"s_{c}") for c in cols]).collect().row(0)
         means = {c: float(row[i]) for i, c in enumerate(cols)}
@@ -131,4 +142,26 @@ class PolarsBackend(Backend):
         }
         for c in schema.passthrough:
             out[c] = df.get_column(c).cast(pl.Float64).to_numpy()
+        for j, c in enumerate(schema.ordinal):
+            check_known_codes(out["codes"][:, j], c, None, stats["categories"][c])
+        if schema.task == "classification":
+            check_known_codes(out["target"], schema.target, None,
+                              stats["categories"][schema.target])
         return out
+
+    def labelled_rows(self, frame: Any, schema: TableSchema) -> np.ndarray:
+        import polars as pl
+
+        mask = frame.select(pl.col(schema.target).is_not_null()).collect().to_series()
+        return np.flatnonzero(mask.to_numpy()).astype(np.int64)
+
+    def take(self, frame: Any, positions: np.ndarray) -> Any:
+        import polars as pl
+
+        # One gather in the plan: on a scan, polars reads the file and keeps these rows.
+        return frame.select(pl.all().gather(np.asarray(positions, dtype=np.int64).tolist()))
+
+    def batches(self, frame: Any, batch_size: int) -> Iterator[Any]:
+        df = frame.collect() if hasattr(frame, "collect") else frame  # the plan runs once
+        for start in range(0, df.height, int(batch_size)):
+            yield df.slice(start, int(batch_size)).lazy()  # zero-copy views of df
