@@ -536,13 +536,16 @@ def jvm_table(runs: dict[tuple[str, str], list[dict[str, Any]]]) -> Table:
 
 def scaling(args: argparse.Namespace) -> tuple[Table, list[dict[str, Any]]]:
     """Logistic regression on embedded clusters of each ``--scaling-executors`` size, over
-    ``--scaling-partitions``: one run per cell (a fresh cluster per size)."""
+    ``--scaling-partitions``: one run per cell (a fresh cluster per size, warmed up by one
+    untimed fit first, so the first cell does not carry the JVMs' start-up)."""
     import _spark_engine as S
 
     rows, raw = [], []
     for n in args.scaling_executors:
         spark, ex = S.start_spark(None, n, args.executor_memory_mb)
         try:
+            _spark_run("logistic_regression", argparse.Namespace(**{
+                **vars(args), "executors": n, "partitions": args.scaling_partitions[0]}), spark)
             for parts in args.scaling_partitions:
                 a = argparse.Namespace(**{**vars(args), "executors": n, "partitions": parts})
                 r = _spark_run("logistic_regression", a, spark)
@@ -655,6 +658,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     scale_table = scale_raw = None
     if args.scaling:
         scale_table, scale_raw = scaling(args)
+        notes_scaling = ["Scaling table: logistic regression, one run per cell, each cluster "
+                         "size a fresh embedded cluster that first runs one untimed fit (the "
+                         "JVMs' start-up and JIT warm-up), so the cells compare warm clusters."]
+    else:
+        notes_scaling = []
     where = (f"a Dask scheduler at {args.scheduler} ({n_workers} workers)" if args.scheduler
              else f"a LocalCluster on this host: {args.workers} worker processes x "
                   f"{args.threads_per_worker} thread(s)")
@@ -685,7 +693,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "The machine was shared with other jobs (1-minute load average "
         f"{load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end): CPU seconds are the "
         "robust measure; wall seconds are shown too.",
-    ] + (["--quick: a smoke run, not a result."] if args.quick else [])
+    ] + notes_scaling + (["--quick: a smoke run, not a result."] if args.quick else [])
     if "spark" in args.engines:
         notes.insert(1, (f"Spark: a real master at {args.master}; only this host's processes are "
                          "measured (the driver), not the remote executors'."

@@ -57,6 +57,7 @@ def test_quick_run_on_an_embedded_spark_cluster_with_scaling(tmp_path):
     assert [(r[0], r[1]) for r in scale] == [(1, 2), (2, 2)]
     assert all(r[5] > 0 and 0.5 <= r[8] <= 1.0 for r in scale)
     assert "local-cluster[2,1,1024]" in " ".join(run["notes"])
+    assert "first runs one untimed fit" in " ".join(run["notes"])
 
 
 @pytest.mark.slow
