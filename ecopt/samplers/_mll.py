@@ -264,7 +264,8 @@ def exact_gp_loss(model: Any) -> tuple[float, dict[str, np.ndarray]] | None:
     return loss, {k: v for k, v in _split(prob, grad).items()}
 
 
-def fit_exact_gp(model: Any, ftol: float | None = None) -> float | None:
+def fit_exact_gp(model: Any, ftol: float | None = None, maxiter: int | None = None
+                 ) -> float | None:
     """Fit ``model``'s hyperparameters in place with BoTorch's ``fit_gpytorch_mll``,
     the loss and gradient in closed form.
 
@@ -277,6 +278,7 @@ def fit_exact_gp(model: Any, ftol: float | None = None) -> float | None:
         model: a BoTorch ``SingleTaskGP`` (see the module docstring for the
             covered configurations).
         ftol: L-BFGS-B's relative function tolerance (``None``: scipy's default).
+        maxiter: L-BFGS-B's iteration cap (``None``: BoTorch's default).
 
     Returns:
         The fitted marginal log likelihood plus log priors, over ``n`` (minus the
@@ -316,9 +318,10 @@ def fit_exact_gp(model: Any, ftol: float | None = None) -> float | None:
                 [torch.as_tensor(parts[k], dtype=params[k].dtype).reshape(params[k].shape)
                  for k in prob.names])
 
-    options = {"parameters": parameters}
-    if ftol is not None:
-        options["options"] = {"ftol": ftol}
+    options: dict[str, Any] = {"parameters": parameters}
+    scipy_opts = {k: v for k, v in (("ftol", ftol), ("maxiter", maxiter)) if v is not None}
+    if scipy_opts:
+        options["options"] = scipy_opts
     fit_gpytorch_mll(mll, closure=closure, optimizer_kwargs=options)
     model.eval()
     with np.errstate(over="ignore", under="ignore"):

@@ -104,6 +104,18 @@ def warm_state(records: Sequence[TrialRecord], kind: str) -> dict[str, Any] | No
     return None
 
 
+def last_fit(records: Sequence[TrialRecord], kind: str) -> int | None:
+    """Observations the hyperparameters of the latest proposal of model ``kind`` were
+    optimised on (``gp_state["fitted_at"]``; older records: their ``n_observations``)."""
+    for r in reversed(records):
+        p = r.proposal if isinstance(r.proposal, dict) else {}
+        st = p.get("gp_state")
+        if isinstance(st, dict) and st.get("kind") == kind and isinstance(st.get("params"), dict):
+            n = st.get("fitted_at", p.get("n_observations"))
+            return int(n) if isinstance(n, int) and not isinstance(n, bool) else None
+    return None
+
+
 def stack(models: Sequence[Any], X: Any, Y: Any, Yvar: Any) -> Any | None:
     """One batched multi-output SingleTaskGP with each output's fitted hyperparameters.
 
@@ -139,9 +151,10 @@ class _Fitter:
     """Fits single-output GPs: the closed-form closure first, BoTorch's own on failure."""
 
     def __init__(self, X: Any, cat_dims: list[int], warm_ftol: float | None,
-                 cold_ftol: float | None, closed_form: bool, lengthscale_prior: str) -> None:
+                 cold_ftol: float | None, closed_form: bool, lengthscale_prior: str,
+                 maxiter: int | None = None) -> None:
         self.X, self.cat_dims, self.lengthscale_prior = X, cat_dims, lengthscale_prior
-        self.warm_ftol, self.cold_ftol = warm_ftol, cold_ftol
+        self.warm_ftol, self.cold_ftol, self.maxiter = warm_ftol, cold_ftol, maxiter
         self.closed_form = closed_form
         self.off: dict[str, str] = {}
 
@@ -178,15 +191,15 @@ class _Fitter:
         ftol = self.warm_ftol if warm_started else self.cold_ftol
         if self.closed_form:
             try:
-                value = fit_exact_gp(model, ftol)
+                value = fit_exact_gp(model, ftol, self.maxiter)
             except Exception as exc:  # noqa: BLE001 - any failure: BoTorch's own fit
                 self.off.setdefault("closed_form_fit", _why(exc))
                 value = None
             if value is not None:
                 return value if math.isfinite(value) else -math.inf
         mll = ExactMarginalLogLikelihood(model.likelihood, model)
-        fit_gpytorch_mll(mll, optimizer_kwargs=None if ftol is None
-                         else {"options": {"ftol": ftol}})
+        opts = {k: v for k, v in (("ftol", ftol), ("maxiter", self.maxiter)) if v is not None}
+        fit_gpytorch_mll(mll, optimizer_kwargs={"options": opts} if opts else None)
         mll.train()
         with torch.no_grad():
             value = float(mll(model(*model.train_inputs), model.train_targets).sum())
@@ -197,7 +210,8 @@ class _Fitter:
 def fit_outputs(X: Any, Y: Any, Yvar: Any, cat_dims: list[int], names: Sequence[str],
                 warm: dict[str, Any] | None, cold_check: bool, warm_ftol: float | None,
                 cold_ftol: float | None, closed_form: bool = True, stacked: bool = True,
-                lengthscale_prior: str = "gamma") -> Fitted:
+                lengthscale_prior: str = "gamma", refit: bool = True,
+                fit_maxiter: int | None = None) -> Fitted:
     """Fit one GP per column of ``Y`` ``(n, m)``.
 
     Warm start: an output whose fitted hyperparameters from an earlier
@@ -216,10 +230,15 @@ def fit_outputs(X: Any, Y: Any, Yvar: Any, cat_dims: list[int], names: Sequence[
         closed_form: Use the ``closed_form_fit`` fast path.
         stacked: Use the ``stacked_model`` fast path.
         lengthscale_prior: One of :data:`LENGTHSCALE_PRIORS` (continuous models).
+        refit: Optimise the hyperparameters. ``False``: an output with ``warm``
+            hyperparameters keeps them as they are (the GP is only conditioned on
+            the new data: an economy proposal); the others are fitted.
+        fit_maxiter: L-BFGS-B's iteration cap for the fits (``None``: BoTorch's).
     """
     import torch
 
-    fitter = _Fitter(X, cat_dims, warm_ftol, cold_ftol, closed_form, lengthscale_prior)
+    fitter = _Fitter(X, cat_dims, warm_ftol, cold_ftol, closed_form, lengthscale_prior,
+                     fit_maxiter)
     models: list[Any] = []
     states: dict[str, Any] = {}
     with warnings.catch_warnings():
@@ -231,6 +250,11 @@ def fit_outputs(X: Any, Y: Any, Yvar: Any, cat_dims: list[int], names: Sequence[
             start = (warm or {}).get(names[j])
             model = fitter.build(y, yv)
             if start is not None and load_params(model, start):
+                if not refit:
+                    model.eval()
+                    models.append(model)
+                    states[names[j]] = param_state(model)
+                    continue
                 value = fitter.fit(model, warm_started=True)
                 if cold_check:
                     cold = fitter.build(y, yv)

@@ -7,6 +7,11 @@ perturbations of the modelled Pareto set among them); a space with integer or
 categorical columns to ``optimize_acqf_mixed_alternating``; a fully discrete
 space small enough to enumerate to :mod:`ecopt.samplers._discrete` (every
 configuration scored, none proposed twice). Sequential greedy for ``q > 1``.
+
+An economy proposal (``Settings.score_only``) takes no gradient step: it scores
+``raw_samples`` candidates in batched passes (scrambled Sobol points and, for
+half of them, Gaussian perturbations of the observed Pareto set, each snapped
+to a valid configuration) and keeps the best, as the enumerated path does.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import numpy as np
 
 from ecopt._types import Params
 from ecopt.samplers import _discrete
-from ecopt.samplers._encoding import Encoding, grid, seen_keys, to_unit
+from ecopt.samplers._encoding import Encoding, grid, seen_keys, to_model, to_unit
 from ecopt.space import SearchSpace
 from ecopt.trial import TrialRecord
 
@@ -36,6 +41,12 @@ class Settings:
     maxiter: int
     sample_around_best: bool
     allow_repeats: bool
+    #: Score ``raw_samples`` candidates instead of optimising (an economy proposal).
+    score_only: bool = False
+
+
+#: Standard deviation, in the unit cube, of the perturbations around the Pareto set.
+AROUND_SD = 0.1
 
 
 def _bounds(d: int, enc: Encoding) -> Any:
@@ -73,9 +84,54 @@ def _local(acqf: Any, d: int, enc: Encoding, q: int, s: Settings) -> Any:
     return cand
 
 
+def candidates(space: SearchSpace, n: int, around: np.ndarray | None, seed: int) -> np.ndarray:
+    """``n`` distinct valid unit-cube configurations to score (fewer if the space has fewer).
+
+    Half are Gaussian perturbations (sd :data:`AROUND_SD`) of the rows of ``around``
+    (the observed Pareto set) when it has any, the rest scrambled Sobol points;
+    each is decoded and encoded again, so integers and categories are valid.
+    Deterministic in its arguments.
+    """
+    from ecopt.samplers._discrete import config_key
+    from ecopt.samplers.random import sobol_points
+
+    rng = np.random.default_rng(seed)
+    near = np.empty((0, space.dim))
+    if around is not None and len(around):
+        k = n // 2
+        base = around[rng.integers(0, len(around), size=k)]
+        near = np.clip(base + rng.normal(0.0, AROUND_SD, size=base.shape), 0.0, 1.0)
+    pts = np.vstack([near, sobol_points(space.dim, seed, 0, n - near.shape[0])])
+    out: dict[tuple[float, ...], np.ndarray] = {}
+    for x in pts:
+        u = np.asarray(space.encode(space.decode(x)), dtype=float)
+        out.setdefault(config_key(u), u)
+    return np.array(list(out.values()))
+
+
+def _scored(acqf: Any, space: SearchSpace, enc: Encoding, records: Sequence[TrialRecord],
+            pending: Sequence[Params], q: int, s: Settings, around: np.ndarray | None,
+            seed: int) -> tuple[Any, dict[str, Any]]:
+    import torch
+
+    U = candidates(space, s.raw_samples, around, seed)
+    seen = seen_keys(space, records, pending)
+    unseen = np.array([_discrete.config_key(u) not in seen for u in U], dtype=bool)
+    fresh = np.ones_like(unseen) if s.allow_repeats else unseen
+    cand, repeats = _discrete.optimize_discrete(
+        acqf, torch.tensor(to_model(U, enc), dtype=torch.double), torch.tensor(fresh), q)
+    return cand, {"optimiser": "scored", "n_candidates": len(U), "n_repeats": repeats}
+
+
 def optimize(acqf: Any, space: SearchSpace, enc: Encoding, records: Sequence[TrialRecord],
-             pending: Sequence[Params], q: int, s: Settings) -> tuple[np.ndarray, dict[str, Any]]:
+             pending: Sequence[Params], q: int, s: Settings, around: np.ndarray | None = None,
+             seed: int = 0) -> tuple[np.ndarray, dict[str, Any]]:
     """The ``q`` best points of ``acqf``.
+
+    Args:
+        around: Unit-cube rows of the observed Pareto set (``score_only``'s
+            perturbations start there).
+        seed: Seeds ``score_only``'s candidates.
 
     Returns:
         ``(U (q, d) unit-cube points, notes)``: the notes say which optimiser ran
@@ -85,7 +141,9 @@ def optimize(acqf: Any, space: SearchSpace, enc: Encoding, records: Sequence[Tri
     import torch
 
     cols = grid(space, enc)
-    if cols is None:
+    if cols is None and s.score_only:
+        cand, how = _scored(acqf, space, enc, records, pending, q, s, around, seed)
+    elif cols is None:
         cand = _local(acqf, space.dim, enc, q, s)
         mixed = bool(enc.cat or enc.discrete)
         how: dict[str, Any] = {"optimiser": "mixed" if mixed else "continuous"}

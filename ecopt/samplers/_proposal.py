@@ -20,6 +20,8 @@ objectives' (``fast_path_off``, its reason prefixed ``cost model:``).
 
 from __future__ import annotations
 
+import dataclasses
+
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -61,14 +63,28 @@ def one_thread(seed: int) -> Iterator[None]:
             torch.set_num_threads(threads)
 
 
+def observed_front(U: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    """Rows of ``U`` whose objectives ``Y`` (maximisation form) no other row dominates."""
+    keep = [i for i in range(len(Y))
+            if not any(np.all(Y[j] >= Y[i]) and np.any(Y[j] > Y[i]) for j in range(len(Y)))]
+    return U[keep]
+
+
 def _why(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
 def model_based(sampler: QLogNEHVISampler, space: SearchSpace, records: Sequence[TrialRecord],
-                complete: Sequence[TrialRecord], pending: Sequence[Params], n: int
+                complete: Sequence[TrialRecord], pending: Sequence[Params], n: int,
+                economy: dict[str, Any] | None = None
                 ) -> tuple[np.ndarray, dict[str, Any], dict[str, str], dict[str, float]]:
     """``n`` proposals of ``sampler`` (for its settings) from the complete trials.
+
+    Args:
+        economy: An economy proposal's settings (``QLogNEHVISampler.economy``'s
+            ``settings``): ``refit`` (optimise the hyperparameters, warm-started,
+            at most ``fit_maxiter`` L-BFGS-B iterations, or keep the last ones)
+            and ``raw_samples`` candidates scored instead of optimised.
 
     Returns:
         ``(U (n, d) unit-cube points, notes, fast paths off -> why, timing)``.
@@ -85,8 +101,9 @@ def model_based(sampler: QLogNEHVISampler, space: SearchSpace, records: Sequence
     M = len(sampler.objectives)
     infeasible = [r for r in records if r.state is TrialState.INFEASIBLE]
     kind = "mixed" if enc.cat else "single"
-    warm = _models.warm_state(records, kind) if sampler.warm_start else None
-    cold_check = sampler.cold_refit_every > 0 and data.U.shape[0] % sampler.cold_refit_every == 0
+    warm = _models.warm_state(records, kind) if sampler.warm_start or economy else None
+    cold_check = sampler.cold_refit_every > 0 and data.U.shape[0] % sampler.cold_refit_every == 0 \
+        and not economy
     seed = int(sampler.seed or 0)
     dtype = torch.double
     choice = _acquisition.choose(M, sampler.log_hvi, sampler.alpha, sampler.parego_from)
@@ -96,10 +113,20 @@ def model_based(sampler: QLogNEHVISampler, space: SearchSpace, records: Sequence
                               "closed_form": "closed_form_fit" not in UNAVAILABLE,
                               "stacked": "stacked_model" not in UNAVAILABLE,
                               "lengthscale_prior": sampler.lengthscale_prior}
+    refit = True
+    if economy:
+        fitted_at = _models.last_fit(records, kind)
+        refit = fitted_at is None or data.U.shape[0] - fitted_at >= int(economy["refit_every"])
+        fit_kw.update(refit=refit, fit_maxiter=int(economy["fit_maxiter"]))
     off = {k: v for k, v in UNAVAILABLE.items() if k in ("closed_form_fit", "stacked_model")}
     settings = Settings(sampler.num_restarts, sampler.raw_samples, sampler.maxiter,
                         sampler.sample_around_best, sampler.allow_repeats)
     rng_seed = seed * 1_000_003 + len(records) + len(pending)
+    around = None
+    if economy:
+        settings = dataclasses.replace(settings, raw_samples=int(economy["raw_samples"]),
+                                       score_only=True)
+        around = observed_front(data.U, data.Y[:, :M])
     with one_thread(rng_seed):
         t0, c0 = time.perf_counter(), time.process_time()
         X = torch.tensor(to_model(data.U, enc), dtype=dtype)
@@ -163,7 +190,7 @@ def model_based(sampler: QLogNEHVISampler, space: SearchSpace, records: Sequence
         def propose(fast: bool, weigh: bool, first: bool = False
                     ) -> tuple[np.ndarray, dict[str, Any]]:
             return optimize(acquisition(fast, weigh, first), space, enc, records, pending, n,
-                            settings)
+                            settings, around, rng_seed % 2**32)
 
         def paths_off(exc: Exception) -> None:
             why = f"failed in this proposal: {_why(exc)}"
@@ -190,7 +217,8 @@ def model_based(sampler: QLogNEHVISampler, space: SearchSpace, records: Sequence
             try:
                 acqf = acquisition(fast=False, weigh=True)
                 if weighted:
-                    out = optimize(acqf, space, enc, records, pending, n, settings)
+                    out = optimize(acqf, space, enc, records, pending, n, settings, around,
+                                   rng_seed % 2**32)
                     paths_off(exc)  # the cost works on BoTorch's public path
                     return out
             except Exception as exc2:  # noqa: BLE001 - the weighting's failure: without cost
@@ -214,7 +242,11 @@ def model_based(sampler: QLogNEHVISampler, space: SearchSpace, records: Sequence
             "n_observations": int(X.shape[0]), "n_infeasible": len(infeasible),
             "fit_s": round(t_fit, 4), "acqf_s": round(t_opt, 4),
             "observed_noise": data.noisy, **choice.notes(), "mc_samples": mc, **how,
-            "gp_state": {"kind": kind, "dim": int(space.dim), "params": gp_state}}
+            "gp_state": {"kind": kind, "dim": int(space.dim), "params": gp_state,
+                         "fitted_at": int(X.shape[0]) if refit
+                         else _models.last_fit(records, kind)}}
+    if economy:
+        info["hyperparameters"] = "optimised" if refit else "kept"
     if cost is not None:
         info["cost"] = _cost.notes(cost, torch.tensor(to_model(U, enc), dtype=dtype))
     return U, info, off, timing

@@ -8,7 +8,7 @@ import pytest
 
 import ecopt
 from ecopt.samplers import QLogNEHVISampler
-from ecopt.samplers.qnehvi import ECONOMY
+from ecopt.samplers.qnehvi import ECONOMY, ECONOMY_REFIT_EVERY
 
 SPACE = ecopt.SearchSpace({"x": ecopt.Float(0.0, 1.0), "y": ecopt.Float(0.0, 1.0)})
 OBJS = [ecopt.Objective("f1", "min"), ecopt.Objective("f2", "min")]
@@ -38,10 +38,18 @@ def test_cheap_trials_make_economy_proposals(cheap_study):
         # microsecond trials against proposals of a tenth of a second or more (wallclock meter:
         # no energy, so seconds)
         assert e["active"] and e["unit"] == "s" and e["ratio"] > 0.25, e
-        assert e["settings"] == {"num_restarts": 2, "raw_samples": 64, "maxiter": 50,
-                                 "warm_start": True}
+        # the user's 96 raw samples are more than none, fewer than ECONOMY's 256: they stay;
+        # trials thousands of times cheaper than a proposal: the longest refit interval
+        assert e["settings"] == {"raw_samples": 96, "fit_maxiter": 50,
+                                 "refit_every": ECONOMY_REFIT_EVERY[1]}
         assert e["full_proposal"] == pytest.approx(model[0].proposal["search"]["duration_s"],
                                                    rel=1e-3)
+        # scored, not optimised; the full proposal's hyperparameters are kept as they are
+        assert r.proposal["optimiser"] == "scored" and 0 < r.proposal["n_candidates"] <= 96
+        assert e["hyperparameters"] == "kept"
+        assert r.proposal["gp_state"]["fitted_at"] == model[0].proposal["n_observations"]
+        assert r.proposal["gp_state"]["params"] == model[0].proposal["gp_state"]["params"]
+    assert model[0].proposal["optimiser"] == "continuous"
 
 
 def test_costly_trials_leave_proposals_unchanged(cheap_study):
@@ -72,5 +80,54 @@ def test_economy_keeps_a_users_lower_setting(cheap_study):
     e = QLogNEHVISampler(n_init=3, num_restarts=1, raw_samples=32,
                          proposal_share=0.25).economy(study.records)
     assert e is not None and e["active"]
-    assert e["settings"]["num_restarts"] == 1 and e["settings"]["raw_samples"] == 32
-    assert e["settings"]["maxiter"] == ECONOMY["maxiter"]
+    assert e["settings"]["raw_samples"] == 32
+    assert e["settings"]["fit_maxiter"] == ECONOMY["fit_maxiter"]
+
+
+def test_economy_reoptimises_every_refit_every_observations(monkeypatch):
+    """With ``refit_every`` 2, hyperparameters are optimised again at every second observation."""
+    from ecopt.samplers import qnehvi
+
+    monkeypatch.setattr(qnehvi, "ECONOMY_REFIT_EVERY", (2, 2))
+    sampler = QLogNEHVISampler(n_init=3, num_restarts=2, raw_samples=32, maxiter=20,
+                               proposal_share=0.25)
+    study = ecopt.Study(SPACE, OBJS, sampler=sampler, seed=1, meter="wallclock")
+    study.optimize(f, n_trials=8, show_progress=False)
+    model = [r.proposal for r in study.records if r.proposed_by == "qlognehvi"]
+    got = [(p["n_observations"], p["economy"]["hyperparameters"], p["gp_state"]["fitted_at"])
+           for p in model[1:]]
+    # the full proposal fitted at 3 observations; then kept (4), optimised (5), kept (6), ...
+    assert got == [(4, "kept", 3), (5, "optimised", 5), (6, "kept", 5), (7, "optimised", 7)]
+    assert model[2]["gp_state"]["params"] != model[1]["gp_state"]["params"]
+
+
+MIXED = ecopt.SearchSpace({"w": ecopt.Int(1, 64, log=True), "lr": ecopt.Float(1e-4, 1e-1, log=True),
+                           "act": ecopt.Categorical(["relu", "tanh", "gelu"])})
+
+
+def test_scored_candidates_are_valid_distinct_and_new():
+    """The economy optimiser's candidates are valid configurations, none repeated or seen."""
+    import numpy as np
+
+    from ecopt.samplers._optimize import candidates
+
+    around = np.array([MIXED.encode({"w": 8, "lr": 1e-2, "act": "tanh"})])
+    U = candidates(MIXED, 128, around, seed=3)
+    configs = [MIXED.decode(u) for u in U]
+    assert len({tuple(sorted(c.items())) for c in configs}) == len(configs) > 64
+    assert all(isinstance(c["w"], int) and 1 <= c["w"] <= 64 for c in configs)
+    # half of them near the Pareto point: most of those keep its category
+    assert sum(c["act"] == "tanh" for c in configs) > len(configs) / 2
+    np.testing.assert_array_equal(U, candidates(MIXED, 128, around, seed=3))
+
+    def g(t: ecopt.Trial) -> dict[str, float]:
+        return {"f1": t["lr"] * t["w"], "f2": 1.0 / t["w"] + (t["act"] == "relu")}
+
+    sampler = QLogNEHVISampler(n_init=4, num_restarts=2, raw_samples=32, maxiter=20,
+                               proposal_share=0.25)
+    study = ecopt.Study(MIXED, OBJS, sampler=sampler, seed=2, meter="wallclock")
+    study.optimize(g, n_trials=8, show_progress=False)
+    econ = [r for r in study.records if (r.proposal.get("economy") or {}).get("active")]
+    assert econ and all(r.proposal["optimiser"] == "scored" for r in econ)
+    keys = [tuple(sorted(r.params.items())) for r in study.records]
+    assert len(set(keys)) == len(keys)
