@@ -47,6 +47,7 @@ class LoopStudy(Protocol):
     _records: list[TrialRecord]
     _running: dict[int, Trial]
     _stop_requested: bool
+    _stopping: str | None
     _proposal_energy_j: float
     _proposal_shares: list[float]
 

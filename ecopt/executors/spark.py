@@ -203,7 +203,7 @@ class SparkExecutor(Executor):
                                  f"{type(context).__name__}")
             self._sc = sc
             retries = sc.getConf().get("spark.task.maxFailures", None)
-            if retries not in (None, "1") or (retries is None and not sc.master.startswith("local")):
+            if retries not in (None, "1") or (retries is None and not str(sc.master).startswith("local")):
                 log.warning("the SparkContext re-runs a failed task up to spark.task.maxFailures="
                             "%s times; a trial that crashes its executor would then be re-run "
                             "elsewhere. Set spark.task.maxFailures=1 so such trials are recorded "
@@ -222,8 +222,8 @@ class SparkExecutor(Executor):
                 # Executors on this host run this Python with this import path.
                 sconf.set("spark.pyspark.python", sys.executable)
                 sconf.set("spark.executorEnv.PYTHONPATH", _python_path())
-            for k, v in (conf or {}).items():
-                sconf.set(str(k), str(v))
+            for key, value in (conf or {}).items():
+                sconf.set(str(key), str(value))
             if SparkContext._active_spark_context is not None:  # type: ignore[attr-defined]
                 raise ValueError("a SparkContext already runs in this process (Spark allows one); "
                                  "pass it as SparkExecutor(context=sc)")

@@ -141,12 +141,13 @@ def optimize(acqf: Any, space: SearchSpace, enc: Encoding, records: Sequence[Tri
     import torch
 
     cols = grid(space, enc)
+    how: dict[str, Any]
     if cols is None and s.score_only:
         cand, how = _scored(acqf, space, enc, records, pending, q, s, around, seed)
     elif cols is None:
         cand = _local(acqf, space.dim, enc, q, s)
         mixed = bool(enc.cat or enc.discrete)
-        how: dict[str, Any] = {"optimiser": "mixed" if mixed else "continuous"}
+        how = {"optimiser": "mixed" if mixed else "continuous"}
         if not mixed:
             how["sample_around_best"] = s.sample_around_best
     else:
