@@ -85,8 +85,10 @@ class ProgressBar(OptimizeCallback):
 
         ecopt quickstart: 60%|██████    | 6/10 [00:04<00:02, hv=0.0123 front=3 energy=41.2 J (estimated) failed=1]
 
-    * ``hv``: the study's hypervolume now (reference point inferred where no
-      threshold was given, so early values can move);
+    * ``hv``: the study's hypervolume now (reference point inferred from the
+      front where no threshold was given, so it can move, and the hypervolume
+      drop, when a new trial changes the front; the line then says
+      "(reference point moved)");
     * ``front``: how many trials are on the Pareto front;
     * ``energy``: joules spent by every trial of the study so far (earlier
       sessions included) and by the proposals that made them, labelled
@@ -133,11 +135,13 @@ class ProgressBar(OptimizeCallback):
         self.failed = self.pruned = self.done = 0
         self._study: Any = None
         self._bar: Any = None
+        self._ref: list[float] | None = None
 
     def on_start(self, study: Any, n_trials: int | None) -> None:
         self._study, self.total = study, n_trials
         self.energy_j, self.measured, self.has_energy = 0.0, True, False
         self.failed = self.pruned = self.done = 0
+        self._ref = study.reference_point()
         for r in study.records:  # a resumed study: count what earlier sessions spent
             self._account(r)
         self.close()
@@ -167,10 +171,13 @@ class ProgressBar(OptimizeCallback):
 
     def postfix(self) -> str:
         """The text shown after the bar."""
-        hv = self._study.hypervolume()
+        ref = self._study.reference_point()
+        moved = " (reference point moved)" if self._ref is not None and ref != self._ref else ""
+        self._ref = ref
+        hv = self._study.hypervolume(ref) if ref is not None else 0.0
         front = len(self._study.best_trials())
         pruned = f" pruned={self.pruned}" if self.pruned else ""
-        return (f"hv={fmt_number(hv)} front={front} energy={self.energy_label} "
+        return (f"hv={fmt_number(hv)}{moved} front={front} energy={self.energy_label} "
                 f"failed={self.failed}{pruned}")
 
     def __call__(self, study: Any, record: TrialRecord) -> None:

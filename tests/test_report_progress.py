@@ -109,3 +109,26 @@ def test_dataframe_columns_are_stable(tmp_path):
     assert not ok["energy_measured"].any()
     front = ecopt.load_study(tmp_path / "s").pareto_front()
     assert list(front.columns) == list(df.columns)
+
+
+def test_progress_says_when_the_inferred_reference_point_moved():
+    """A trial that changes the front can move the inferred reference point and lower the
+    hypervolume; the progress line says so, and only then."""
+    space = ecopt.SearchSpace({"x": ecopt.Float(0.0, 1.0)})
+    study = ecopt.Study(space, [ecopt.Objective("f1", "min"), ecopt.Objective("f2", "min")],
+                        storage=None, sampler="random", meter=WallClockMeter())
+    bar = ProgressBar(enabled=False)
+    bar.on_start(study, None)
+
+    def tell(f1: float, f2: float) -> str:
+        study.tell(study.ask(), {"f1": f1, "f2": f2})
+        return bar.postfix()
+
+    tell(1.0, 10.0)
+    tell(10.0, 1.0)  # the front widens: its point moves too
+    assert "moved" not in tell(9.0, 9.5)  # dominated: same front, same point
+    hv_before = study.hypervolume()
+    moved = tell(0.5, 0.5)  # dominates both: the front and its inferred point change
+    assert "(reference point moved)" in moved
+    assert study.hypervolume() != hv_before
+    assert "moved" not in tell(5.0, 5.0)

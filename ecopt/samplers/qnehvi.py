@@ -302,7 +302,8 @@ class QLogNEHVISampler(Sampler):
         cap = max(MIN_INIT, int(planned * SHORT_STUDY_FRACTION))
         if cap >= full:
             return full, f"n_init=2(d+1)={full}"
-        return cap, (f"n_init={cap}: 2(d+1)={full} capped at {SHORT_STUDY_FRACTION:g} of the "
+        share = "a third" if SHORT_STUDY_FRACTION == 1 / 3 else f"{SHORT_STUDY_FRACTION:g}"
+        return cap, (f"n_init={cap}: 2(d+1)={full} capped at {share} of the "
                      f"{planned} planned trials")
 
     def _sobol(self, space: SearchSpace, start: int, n: int, why: str,

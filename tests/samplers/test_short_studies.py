@@ -50,7 +50,7 @@ def test_ten_trial_four_parameter_study_uses_its_model(tmp_path, capsys):
         assert sampler.planned_trials is None  # only while optimize() runs
     by = [r.proposed_by for r in recs]
     assert by == ["sobol"] * 3 + ["qlognehvi"] * 7, by
-    assert "capped at 0.333333 of the 10 planned trials" in recs[0].proposal["why"]
+    assert "capped at a third of the 10 planned trials" in recs[0].proposal["why"]
     # A later call plans from the trials already there: 10 + 2, and the design is done.
     sampler = QLogNEHVISampler(num_restarts=2, raw_samples=32, maxiter=30)
     with ecopt.Study(SPACE4, OBJS, storage=tmp_path / "s", sampler=sampler, seed=0,
