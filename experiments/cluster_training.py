@@ -460,14 +460,38 @@ def restart_workers(client: Any, n_workers: int, wait_s: float) -> None:
         TimeoutError: when fewer than ``n_workers`` are back after ``wait_s`` seconds
             (the message says how many are).
     """
+    deadline = time.monotonic() + wait_s
     try:
         client.restart(wait_for_workers=False, timeout=wait_s)
     except TimeoutError:
         # Workers that did not stop in time were removed; their nannies start new ones,
         # which the wait below counts.
         pass
+    cluster = getattr(client, "cluster", None)
     try:
-        client.wait_for_workers(n_workers, timeout=wait_s)
+        # An embedded cluster whose nannies did not come back within a minute (seen on
+        # distributed 2026.8: the nannies were gone) gets new workers instead.
+        client.wait_for_workers(n_workers, timeout=min(60.0, wait_s) if cluster is not None
+                                else wait_s)
+        return
+    except TimeoutError:
+        if cluster is None:
+            raise TimeoutError(f"{n_workers} Dask workers must be connected after a restart, "
+                               f"got {len(client.scheduler_info(n_workers=-1)['workers'])} after "
+                               f"{wait_s:g} s (--worker-wait-s)") from None
+    print(f"Dask: {n_workers} workers not back a minute after a restart; starting new ones",
+          file=sys.stderr, flush=True)
+    cluster.scale(0)
+    while client.scheduler_info(n_workers=-1)["workers"] and time.monotonic() < deadline:
+        time.sleep(0.5)
+    cluster.scale(n_workers)
+    try:
+        client.wait_for_workers(n_workers, timeout=max(1.0, deadline - time.monotonic()))
+        return
+    except TimeoutError:
+        pass
+    try:
+        client.wait_for_workers(n_workers, timeout=1.0)
     except TimeoutError:
         have = len(client.scheduler_info(n_workers=-1)["workers"])
         raise TimeoutError(f"{n_workers} Dask workers must be connected after a restart, got "

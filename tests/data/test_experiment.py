@@ -79,7 +79,7 @@ def test_tiny_run_writes_studies_tables_and_plot(tmp_path):
     per_pass = sorted(r["phases"]["inference"]["duration_s"] / r["metrics"]["inference_calls"]
                       for r in recs if r["params"]["backend"] == "pandas")
     svr_pandas = next(r for r in rows if r[0] == "insurance-svr" and r[1] == "pandas")
-    assert svr_pandas[inf_s]["value"] == pytest.approx(sum(per_pass) / 2, rel=1e-6)
+    assert svr_pandas[inf_s]["value"] == pytest.approx(sum(per_pass) / 2, rel=1e-5)  # 6 digits
     assert (out / "dataframe_energy.png").stat().st_size > 0
 
 
