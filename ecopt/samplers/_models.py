@@ -95,25 +95,32 @@ def load_params(model: Any, state: Any) -> bool:
     return True
 
 
+def _latest_state(records: Sequence[TrialRecord], kind: str
+                  ) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The latest proposal notes in ``records`` with a fitted model of ``kind``, and its
+    ``gp_state``."""
+    for r in reversed(records):
+        p = r.proposal if isinstance(r.proposal, dict) else {}
+        st = p.get("gp_state")
+        if isinstance(st, dict) and st.get("kind") == kind and isinstance(st.get("params"), dict):
+            return p, st
+    return None
+
+
 def warm_state(records: Sequence[TrialRecord], kind: str) -> dict[str, Any] | None:
     """Fitted hyperparameters of the latest proposal in ``records`` with the same model kind."""
-    for r in reversed(records):
-        st = r.proposal.get("gp_state") if isinstance(r.proposal, dict) else None
-        if isinstance(st, dict) and st.get("kind") == kind and isinstance(st.get("params"), dict):
-            return st["params"]
-    return None
+    got = _latest_state(records, kind)
+    return None if got is None else got[1]["params"]
 
 
 def last_fit(records: Sequence[TrialRecord], kind: str) -> int | None:
     """Observations the hyperparameters of the latest proposal of model ``kind`` were
     optimised on (``gp_state["fitted_at"]``; older records: their ``n_observations``)."""
-    for r in reversed(records):
-        p = r.proposal if isinstance(r.proposal, dict) else {}
-        st = p.get("gp_state")
-        if isinstance(st, dict) and st.get("kind") == kind and isinstance(st.get("params"), dict):
-            n = st.get("fitted_at", p.get("n_observations"))
-            return int(n) if isinstance(n, int) and not isinstance(n, bool) else None
-    return None
+    got = _latest_state(records, kind)
+    if got is None:
+        return None
+    n = got[1].get("fitted_at", got[0].get("n_observations"))
+    return int(n) if isinstance(n, int) and not isinstance(n, bool) else None
 
 
 def stack(models: Sequence[Any], X: Any, Y: Any, Yvar: Any) -> Any | None:

@@ -92,7 +92,6 @@ def candidates(space: SearchSpace, n: int, around: np.ndarray | None, seed: int)
     each is decoded and encoded again, so integers and categories are valid.
     Deterministic in its arguments.
     """
-    from ecopt.samplers._discrete import config_key
     from ecopt.samplers.random import sobol_points
 
     rng = np.random.default_rng(seed)
@@ -105,7 +104,7 @@ def candidates(space: SearchSpace, n: int, around: np.ndarray | None, seed: int)
     out: dict[tuple[float, ...], np.ndarray] = {}
     for x in pts:
         u = np.asarray(space.encode(space.decode(x)), dtype=float)
-        out.setdefault(config_key(u), u)
+        out.setdefault(_discrete.config_key(u), u)
     return np.array(list(out.values()))
 
 

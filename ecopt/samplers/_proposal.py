@@ -21,7 +21,6 @@ objectives' (``fast_path_off``, its reason prefixed ``cost model:``).
 from __future__ import annotations
 
 import dataclasses
-
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -29,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ecopt import pareto
 from ecopt._types import Params
 from ecopt.samplers._encoding import encoding, to_model, training_data
 from ecopt.space import SearchSpace
@@ -61,13 +61,6 @@ def one_thread(seed: int) -> Iterator[None]:
             yield
         finally:
             torch.set_num_threads(threads)
-
-
-def observed_front(U: np.ndarray, Y: np.ndarray) -> np.ndarray:
-    """Rows of ``U`` whose objectives ``Y`` (maximisation form) no other row dominates."""
-    keep = [i for i in range(len(Y))
-            if not any(np.all(Y[j] >= Y[i]) and np.any(Y[j] > Y[i]) for j in range(len(Y)))]
-    return U[keep]
 
 
 def _why(exc: BaseException) -> str:
@@ -113,7 +106,7 @@ def model_based(sampler: QLogNEHVISampler, space: SearchSpace, records: Sequence
                               "closed_form": "closed_form_fit" not in UNAVAILABLE,
                               "stacked": "stacked_model" not in UNAVAILABLE,
                               "lengthscale_prior": sampler.lengthscale_prior}
-    refit = True
+    refit, fitted_at = True, None
     if economy:
         fitted_at = _models.last_fit(records, kind)
         refit = fitted_at is None or data.U.shape[0] - fitted_at >= int(economy["refit_every"])
@@ -126,7 +119,7 @@ def model_based(sampler: QLogNEHVISampler, space: SearchSpace, records: Sequence
     if economy:
         settings = dataclasses.replace(settings, raw_samples=int(economy["raw_samples"]),
                                        score_only=True)
-        around = observed_front(data.U, data.Y[:, :M])
+        around = data.U[pareto.non_dominated(data.Y[:, :M])]  # maximisation form
     with one_thread(rng_seed):
         t0, c0 = time.perf_counter(), time.process_time()
         X = torch.tensor(to_model(data.U, enc), dtype=dtype)
@@ -243,8 +236,7 @@ def model_based(sampler: QLogNEHVISampler, space: SearchSpace, records: Sequence
             "fit_s": round(t_fit, 4), "acqf_s": round(t_opt, 4),
             "observed_noise": data.noisy, **choice.notes(), "mc_samples": mc, **how,
             "gp_state": {"kind": kind, "dim": int(space.dim), "params": gp_state,
-                         "fitted_at": int(X.shape[0]) if refit
-                         else _models.last_fit(records, kind)}}
+                         "fitted_at": int(X.shape[0]) if refit else fitted_at}}
     if economy:
         info["hyperparameters"] = "optimised" if refit else "kept"
     if cost is not None:
