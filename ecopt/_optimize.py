@@ -24,6 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from ecopt import _failures
 from ecopt._search import BUDGET_CHARGE_KEY, NOT_STARTED, BudgetCharge, EnergyBudget, charge_for
 from ecopt.callbacks import Callback
 from ecopt.errors import ExecutorLostError, MeterError, SystematicFailureError
@@ -31,9 +32,22 @@ from ecopt.executors import Executor
 from ecopt.space import SearchSpace
 from ecopt.trial import ErrorInfo, Trial, TrialOutcome, TrialRecord, TrialState
 
-__all__ = ["OptimizeLoop", "LoopStudy"]
+__all__ = ["FAIL_FAST_RULES", "MAX_FAILURE_RATE", "MIN_TRIALS_FOR_RATE", "OptimizeLoop",
+           "LoopStudy"]
 
 log = logging.getLogger("ecopt")
+
+#: ``fail_fast`` stops a call when more than this share of its trials failed...
+MAX_FAILURE_RATE = 0.5
+#: ... once at least this many of its trials counted (Ax's orchestrator: 50% after 5).
+MIN_TRIALS_FOR_RATE = 10
+#: The rules ``fail_fast`` applies (:meth:`OptimizeLoop._count_failure`), in order.
+FAIL_FAST_RULES = ("first", "spread", "rate")
+
+
+def _fmt_params(params: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v!r}"
+                     for k, v in params.items())
 
 
 class LoopStudy(Protocol):
@@ -110,9 +124,11 @@ class OptimizeLoop:
         self._proposals_j0 = study._proposal_energy_j
         #: Stop after this many consecutive trials failed the same way (``None``: never).
         self.fail_fast = fail_fast
-        #: The current run of trials that failed with one (type, message), oldest first.
+        #: The current run of trials that failed with one error (type, raising line).
         self.streak: list[TrialRecord] = []
-        #: Set once ``fail_fast`` trials in a row failed the same way; raised by :meth:`run`.
+        #: This call's trials that count for ``fail_fast`` (successes and failures).
+        self.counted: list[TrialRecord] = []
+        #: Set once a ``fail_fast`` rule judged the failures systematic; raised by :meth:`run`.
         self.systematic: SystematicFailureError | None = None
 
     @property
@@ -165,44 +181,84 @@ class OptimizeLoop:
                     charge.charged_j, charge.how)
 
     def _count_failure(self, rec: TrialRecord) -> None:
-        """Track consecutive identical failures (``fail_fast``); a success or other error resets.
+        """Judge whether the failures so far are the objective's fault (``fail_fast=k``).
 
-        Only ``failed`` trials whose objective ran count: an ``infeasible``
-        trial is the configuration's fault, not the code's, and neither counts
-        nor resets; a trial not started (budget), interrupted from outside or
-        lost with its worker is neutral too. A complete or pruned trial (the
-        objective ran and reported) resets the count.
+        Only ``failed`` trials whose objective ran count as failures
+        (:func:`ecopt._failures.counts_as_failure`); complete and pruned trials
+        count as successes; infeasible trials (the configuration's fault), trials
+        not started and those interrupted from outside are neutral. The call
+        stops when one of :data:`FAIL_FAST_RULES` holds:
+
+        1. ``first``: the first ``k`` counted trials of this call all failed;
+        2. ``spread``: ``k`` failures in a row with the same error (exception type
+           and the line that raised it) on configurations whose box holds a
+           complete trial of the study: the error struck on both sides of a
+           configuration that works, so it is not one bad region (a sampler that
+           proposes neighbours inside a failing region never trips it);
+        3. ``rate``: more than :data:`MAX_FAILURE_RATE` of this call's counted
+           trials failed, once at least :data:`MIN_TRIALS_FOR_RATE` counted.
         """
         if self.fail_fast is None or self.systematic is not None:
             return
         if rec.state in (TrialState.COMPLETE, TrialState.PRUNED):
+            self.counted.append(rec)
             self.streak.clear()
             return
-        if rec.state is not TrialState.FAILED or rec.error is None or rec.interrupted \
-                or rec.error.type == NOT_STARTED:
+        if rec.state is not TrialState.FAILED or not _failures.counts_as_failure(rec):
             return
-        key = (rec.error.type, rec.error.message)
-        if self.streak and (self.streak[-1].error.type,  # type: ignore[union-attr]
-                            self.streak[-1].error.message) != key:  # type: ignore[union-attr]
+        self.counted.append(rec)
+        key = _failures.error_key(rec)
+        if self.streak and _failures.error_key(self.streak[-1]) != key:
             self.streak.clear()
         self.streak.append(rec)
-        if len(self.streak) < self.fail_fast:
+        k = self.fail_fast
+        failed = [r for r in self.counted if r.state is TrialState.FAILED]
+        why: str | None = None
+        culprits: list[TrialRecord] = []
+        if len(self.counted) == k and len(failed) == k:
+            culprits = failed
+            why = (f"the first {k} trials of this call all failed: the objective fails "
+                   "wherever it runs")
+        elif len(self.streak) >= k:
+            inside = _failures.enclosed(self.study.space, self.streak, [
+                r for r in self.study._records if r.state is TrialState.COMPLETE])
+            if inside is not None:
+                culprits = list(self.streak)
+                why = (f"the same error {len(culprits)} times in a row, on configurations "
+                       f"around trial {inside.number} ({_fmt_params(inside.params)}), which "
+                       "completed: the error is not confined to one region of the space")
+        if why is None and len(self.counted) >= MIN_TRIALS_FOR_RATE \
+                and len(failed) > MAX_FAILURE_RATE * len(self.counted):
+            culprits = failed
+            why = (f"{len(failed)} of the {len(self.counted)} trials this call ran failed, "
+                   f"more than {MAX_FAILURE_RATE:.0%} (checked from "
+                   f"{MIN_TRIALS_FOR_RATE} trials on)")
+        if why is None:
             return
-        nums = tuple(r.number for r in self.streak)
-        msg = rec.error.message
+        nums = tuple(r.number for r in culprits)
+        last = culprits[-1]
+        assert last.error is not None
+        msg = last.error.message
         shown = msg if len(msg) <= 500 else msg[:500] + "..."
+        where = _failures.error_key(last)[1]
+        configs = "\n".join(f"  trial {r.number}: {_fmt_params(r.params)} -- "
+                            f"{r.error.type if r.error else '?'}"
+                            f"{' at ' + _failures.error_key(r)[1] if _failures.error_key(r)[1] else ''}"
+                            for r in culprits[-10:])
         self.systematic = SystematicFailureError(
-            f"trials {', '.join(map(str, nums))} all failed with {rec.error.type}: {shown} -- "
-            f"the same error {len(nums)} times in a row looks like a bug in the objective, "
-            f"not a bad configuration, so optimize() stopped (fail_fast={self.fail_fast}). "
+            f"trials {', '.join(map(str, nums))} all failed with {last.error.type}: {shown}"
+            f"{' (raised at ' + where + ')' if where else ''} -- judged a bug in the objective, "
+            f"not a bad configuration, because {why}; optimize() stopped "
+            f"(fail_fast={self.fail_fast}).\nThe configurations:\n{configs}\n"
             "Every trial is recorded; fix the objective and call optimize() again to "
             "resume, raise ecopt.Infeasible for configurations that cannot run, or pass "
             "fail_fast=None to run on regardless."
-            + (f"\nTraceback of trial {nums[-1]}:\n{rec.error.traceback}"
-               if rec.error.traceback else ""),
-            nums, rec.error.type, msg, rec.error.traceback)
+            + (f"\nTraceback of trial {nums[-1]}:\n{last.error.traceback}"
+               if last.error.traceback else ""),
+            nums, last.error.type, msg, last.error.traceback)
+        self.systematic.reason = why
         self.stop_reason = (f"fail_fast: trials {', '.join(map(str, nums))} failed with "
-                            f"{rec.error.type}: {shown}")
+                            f"{last.error.type}: {shown} ({why})")
         self.to_start = 0
 
     def _harvest(self, futures: Sequence[Future[TrialOutcome]]) -> ExecutorLostError | None:

@@ -60,19 +60,24 @@ class ExecutorLostError(EcoptError):
 
 
 class SystematicFailureError(EcoptError):
-    """The same error failed several trials in a row: a bug, not a bad configuration.
+    """Failures that are the objective's fault, not a bad region of the space.
 
-    Raised by :meth:`ecopt.Study.optimize` (``fail_fast=k``) once ``k``
-    consecutive trials failed with the same exception type and message. Every
-    trial is recorded before it is raised, so the study can be resumed once the
-    objective is fixed.
+    Raised by :meth:`ecopt.Study.optimize` (``fail_fast=k``) when the first
+    ``k`` trials of the call all failed, when ``k`` failures in a row with the
+    same error (type and raising line) surround a configuration that completed,
+    or when more than half of the call's trials failed (from 10 trials on).
+    Every trial is recorded before it is raised, so the study can be resumed
+    once the objective is fixed.
 
     Attributes:
         trials: The numbers of the trials that failed that way, in order.
-        error_type: The exception's type name (``"KeyError"``...).
+        error_type: The exception's type name (``"KeyError"``...) of the last.
         error_message: Its message.
         traceback: The formatted traceback of the last of them ("" when unknown).
+        reason: Why the failures were judged systematic (the rule, in words).
     """
+
+    reason: str = ""
 
     def __init__(self, message: str, trials: tuple[int, ...] = (), error_type: str = "",
                  error_message: str = "", traceback: str = "") -> None:

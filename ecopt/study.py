@@ -857,14 +857,20 @@ class Study:
                 finish. Needs a model-based sampler. It is the callback
                 :class:`ecopt.callbacks.StopWhenConverged`.
             fail_fast: Stop and raise :class:`~ecopt.SystematicFailureError`
-                (naming the trials) once this many trials in a row failed with
-                the same exception type and message: a misspelled metric name
-                or a typo fails every trial alike, and should not burn the
-                whole budget. A complete or pruned trial, or a different
-                error, resets the count; infeasible trials (out of memory,
-                :class:`~ecopt.Infeasible`), trials not started and interrupted
-                ones neither count nor reset. Every trial is recorded before
-                it is raised. ``None`` (or ``0``): never stop on failures.
+                (naming the trials, their configurations and the rule) when
+                failures look like a bug in the objective rather than a bad
+                region of the space (a misspelled metric name fails every trial
+                alike, and should not burn the whole budget): the first
+                ``fail_fast`` trials of the call all failed; or ``fail_fast``
+                failures in a row with the same error (exception type and the
+                line that raised it) span a box that holds a trial that
+                completed; or more than half of the call's trials failed, from
+                10 trials on. Failures inside one region (a NaN loss at high
+                learning rates, one architecture that raises) do not stop the
+                call: the sampler learns to avoid them. Infeasible trials (out
+                of memory, :class:`~ecopt.Infeasible`), trials not started and
+                interrupted ones are neutral. Every trial is recorded before it
+                is raised. ``None`` (or ``0``): never stop on failures.
 
         Returns:
             The records of the trials this call ran. Why the call stopped
@@ -880,8 +886,8 @@ class Study:
                 (unpicklable), before any trial starts.
             MeterError: under ``energy_budget_j``, a trial read no energy and
                 no trial of the study ever did (the budget cannot be kept).
-            SystematicFailureError: ``fail_fast`` trials in a row failed with
-                the same error (after every trial was recorded).
+            SystematicFailureError: a ``fail_fast`` rule judged the failures the
+                objective's fault (after every trial was recorded).
             ExecutorLostError: the executor went away (the Dask scheduler
                 stopped); trials that had finished were recorded with their
                 results and those in flight as failed (``Interrupted``), so the

@@ -1,4 +1,9 @@
-"""optimize(fail_fast=k): the same error k times in a row stops the call (issue 28 item 3)."""
+"""optimize(fail_fast=k): a broken objective stops the call, a failing region does not.
+
+The rules (ecopt._optimize.OptimizeLoop._count_failure): the first k counted trials of a
+call all failed; k failures in a row with the same error around a complete trial; more
+than half of the call's trials failed, from 10 on.
+"""
 
 from __future__ import annotations
 
@@ -73,21 +78,72 @@ class Pattern:
 
 
 @pytest.mark.parametrize("plan, stops_at", [
-    ("aaoaaoaao", None),      # a success resets the count
-    ("aabaaboooo", None),     # so does a different error
+    ("aaoaaoaao", None),      # a success resets the streak (9 trials: below the rate's minimum)
+    ("oaabaaboooo", None),    # so does a different error
     ("aapaapooo", None),      # and a pruned trial (the objective ran and reported)
-    ("aiaooooooo", (0, 2)),   # an infeasible trial neither counts nor resets
-    ("oooobbb", (4, 5, 6)),   # a run of failures later in the call counts too
+    ("aiaooooooo", (0, 2)),   # the first 2 counted trials failed; infeasible is neutral
+    ("abbooo", (0, 1, 2)),    # the first k trials failed, whatever their errors
+    ("oaaoaaoaaoaa", (1, 2, 4, 5, 7, 8, 10)),  # over half of 11 failed (rule: rate)
 ])
-def test_what_resets_the_count(plan, stops_at):
+def test_what_moves_the_rules(plan, stops_at):
     st = _study()
     if stops_at is None:
         recs = st.optimize(Pattern(plan), n_trials=len(plan))
         assert len(recs) == len(plan)
         return
     with pytest.raises(ecopt.SystematicFailureError) as info:
-        st.optimize(Pattern(plan), n_trials=len(plan) + 5, fail_fast=3 if stops_at[0] else 2)
+        st.optimize(Pattern(plan), n_trials=len(plan) + 5, fail_fast=2 if "i" in plan else 3)
     assert info.value.trials == stops_at
+
+
+class Plan(ecopt.samplers.Sampler):
+    """Proposes the given (x, y) points in order (a stand-in for a sampler's choices)."""
+
+    name = "plan"
+
+    def __init__(self, points):
+        super().__init__()
+        self.points = points
+
+    def propose(self, space, records, pending, n):
+        k = len(records) + len(pending)
+        return [ecopt.samplers.Proposal({"x": x, "y": y}, self.name, {})
+                for x, y in self.points[k:k + n]]
+
+
+def in_corner(trial: ecopt.Trial) -> dict[str, float]:
+    if trial["x"] > 0.8 and trial["y"] > 0.8:
+        raise RuntimeError("NaN loss")  # one message: the old rule (3 alike in a row) stopped here
+    return {"f1": trial["x"], "f2": trial["y"]}
+
+
+def everywhere_after_two(trial: ecopt.Trial) -> dict[str, float]:
+    if trial.number >= 2:
+        raise RuntimeError("disk full")
+    return {"f1": trial["x"], "f2": trial["y"]}
+
+
+def test_the_same_error_around_a_working_configuration_stops_naming_it():
+    pts = [(0.5, 0.5), (0.2, 0.8), (0.1, 0.1), (0.9, 0.9), (0.3, 0.7), (0.6, 0.2)]
+    st = ecopt.Study(ecopt.SearchSpace(SPACE), OBJS, sampler=Plan(pts), meter="estimate")
+    with pytest.raises(ecopt.SystematicFailureError) as info:
+        st.optimize(everywhere_after_two, n_trials=6)
+    assert info.value.trials == (2, 3, 4) and "around trial 0" in info.value.reason
+    text = str(info.value)
+    assert "trial 3: x=0.9, y=0.9 -- RuntimeError at test_fail_fast.py:" in text
+    assert "not confined to one region" in text
+    assert len(st.records) == 5
+
+
+def test_failures_inside_one_region_never_stop_the_call():
+    """The issue's notebook in miniature: the sampler went back to a failing corner
+    three times in a row; the failures surround no working configuration."""
+    pts = [(0.5, 0.5), (0.2, 0.8), (0.9, 0.95), (0.95, 0.85), (0.85, 0.9), (0.3, 0.3),
+           (0.99, 0.99), (0.81, 0.81), (0.1, 0.6), (0.4, 0.9)]
+    st = ecopt.Study(ecopt.SearchSpace(SPACE), OBJS, sampler=Plan(pts), meter="estimate")
+    recs = st.optimize(in_corner, n_trials=10)
+    assert [r.state for r in recs].count(TrialState.FAILED) == 5
+    assert st.stop_reason == "n_trials"
 
 
 def test_a_local_batch_stops_inside_the_batch():

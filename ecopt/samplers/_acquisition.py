@@ -82,11 +82,12 @@ def fast_paths(choice: Choice, M: int, dense_posterior: bool) -> list[str]:
 
 
 def outcome_constraints(constraints: Sequence[Constraint], M: int,
-                        feasibility: int | None = None) -> list[Any]:
+                        feasibility: Sequence[int] | None = None) -> list[Any]:
     """BoTorch constraint callables (satisfied when ``<= 0``) over the model outputs.
 
-    Constraint ``j`` is output ``M + j``; ``feasibility`` is the output of the
-    +1/-1 feasibility model, if any.
+    Constraint ``j`` is output ``M + j``; ``feasibility`` are the outputs of the
+    +1/-1 label models (feasibility, failures), if any: each is satisfied where
+    the label model predicts a positive label.
     """
     out: list[Any] = []
     for j, c in enumerate(constraints):
@@ -94,8 +95,8 @@ def outcome_constraints(constraints: Sequence[Constraint], M: int,
             out.append(lambda Z, i=M + j, b=c.bound: Z[..., i] - b)
         else:
             out.append(lambda Z, i=M + j, b=c.bound: b - Z[..., i])
-    if feasibility is not None:
-        out.append(lambda Z, i=feasibility: -Z[..., i])
+    for k in feasibility or ():
+        out.append(lambda Z, i=k: -Z[..., i])
     return out
 
 

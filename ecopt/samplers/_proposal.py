@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ecopt import pareto
+from ecopt import _failures, pareto
 from ecopt._types import Params
 from ecopt.samplers._encoding import encoding, to_model, training_data
 from ecopt.space import SearchSpace
@@ -41,6 +41,8 @@ __all__ = ["model_based"]
 
 #: Name under which the feasibility model's hyperparameters are recorded.
 FEASIBLE = "__feasible__"
+#: The same for the failure model (complete trials against regional failures).
+FAILURE = "__failure__"
 
 
 @contextmanager
@@ -65,6 +67,44 @@ def one_thread(seed: int) -> Iterator[None]:
 
 def _why(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
+
+
+def failure_notes(space: SearchSpace, fails: _failures.Split, model: Any, X: Any,
+                  U: np.ndarray) -> dict[str, Any]:
+    """What the failures did to a proposal (``proposal["failures"]``).
+
+    Args:
+        fails: The history's failures.
+        model: The failure model (a GP on +1 complete / -1 regional failure), or ``None``.
+        X: ``(q, d)`` the proposed points, model encoding.
+        U: ``(q, d)`` the same in the unit cube.
+
+    Returns:
+        ``failed`` (how many trials failed), ``pending`` (the distinct failed
+        configurations passed to the acquisition as pending points), ``regional``
+        and ``isolated`` (:func:`ecopt._failures.split`), ``modelled`` (whether a
+        failure model weighted the acquisition), ``p_failure`` (per proposed point:
+        the model's probability that it fails, the factor ``1 - p`` the acquisition
+        was weighted by; ``None`` without a model) and ``nearest_failure`` (per
+        point: root-mean-square unit-cube distance to the nearest failed
+        configuration, a different category counting 1).
+    """
+    import torch
+
+    F = np.array([space.encode(p) for p in fails.params], dtype=float).reshape(-1, space.dim)
+    cat = _failures.categorical_columns(space)
+    nearest = [round(float(min(_failures.distance(u, f, cat) for f in F)), 4) for u in U]
+    p_fail: list[float] | None = None
+    if model is not None:
+        with torch.no_grad():
+            post = model.posterior(X)
+            mean = post.mean.reshape(-1)
+            sd = post.variance.clamp_min(1e-12).sqrt().reshape(-1)
+            ok = torch.distributions.Normal(0.0, 1.0).cdf(mean / sd)
+        p_fail = [round(float(1.0 - v), 4) for v in ok]
+    return {"failed": len(fails.failures), "pending": len(F), "regional": len(fails.regional),
+            "isolated": len(fails.isolated), "modelled": model is not None,
+            "p_failure": p_fail, "nearest_failure": nearest}
 
 
 def model_based(sampler: QLogNEHVISampler, space: SearchSpace, records: Sequence[TrialRecord],
@@ -93,6 +133,11 @@ def model_based(sampler: QLogNEHVISampler, space: SearchSpace, records: Sequence
                          sampler.ref_point_rule)
     M = len(sampler.objectives)
     infeasible = [r for r in records if r.state is TrialState.INFEASIBLE]
+    fails = _failures.split(space, records)
+    if sampler.failures == "ignore":
+        fails = _failures.Split([], [], [])
+    elif sampler.failures == "pending":
+        fails = _failures.Split(fails.failures, [], fails.failures)
     kind = "mixed" if enc.cat else "single"
     warm = _models.warm_state(records, kind) if sampler.warm_start or economy else None
     cold_check = sampler.cold_refit_every > 0 and data.U.shape[0] % sampler.cold_refit_every == 0 \
@@ -130,21 +175,27 @@ def model_based(sampler: QLogNEHVISampler, space: SearchSpace, records: Sequence
         gp_state = fitted.states
         model, public = fitted.model, fitted.public()
         stacked = model is not public
+        labelled = [(FEASIBLE, infeasible), (FAILURE, fails.regional)]
+        labelled = [(name, bad) for name, bad in labelled if bad]
         constraints = _acquisition.outcome_constraints(
-            sampler.constraints, M, data.Y.shape[1] if infeasible else None)
-        if infeasible:
+            sampler.constraints, M,
+            [data.Y.shape[1] + j for j in range(len(labelled))] if labelled else None)
+        label_models: dict[str, Any] = {}
+        if labelled:
             from botorch.models import ModelListGP
 
             ok = [r for r in records if r.state is TrialState.COMPLETE]
-            Uf = np.array([space.encode(r.params) for r in ok + infeasible])
-            yf = np.array([1.0] * len(ok) + [-1.0] * len(infeasible)).reshape(-1, 1)
-            feas = _models.fit_outputs(torch.tensor(to_model(Uf, enc), dtype=dtype),
-                                       torch.tensor(yf, dtype=dtype), None,
-                                       names=[FEASIBLE], **fit_kw)
-            off.update(feas.fast_path_off)
-            gp_state.update(feas.states)
-            model = ModelListGP(model, feas.model)
-            public = ModelListGP(*fitted.models, feas.model)
+            for name, bad in labelled:
+                Uf = np.array([space.encode(r.params) for r in ok + bad])
+                yf = np.array([1.0] * len(ok) + [-1.0] * len(bad)).reshape(-1, 1)
+                fit = _models.fit_outputs(torch.tensor(to_model(Uf, enc), dtype=dtype),
+                                          torch.tensor(yf, dtype=dtype), None,
+                                          names=[name], **fit_kw)
+                off.update(fit.fast_path_off)
+                gp_state.update(fit.states)
+                label_models[name] = fit.model
+            model = ModelListGP(model, *label_models.values())
+            public = ModelListGP(*fitted.models, *label_models.values())
         cost = _cost.fit_or_why(space, enc, records, sampler, fit_kw) \
             if sampler.cost_aware else None
         if isinstance(cost, _cost.CostModel):
@@ -155,8 +206,10 @@ def model_based(sampler: QLogNEHVISampler, space: SearchSpace, records: Sequence
 
         t1, c1 = time.perf_counter(), time.process_time()
         X_pending = None
-        if pending:
-            Up = np.array([space.encode(p) for p in pending])
+        if pending or fails.failures:
+            # Failed configurations stay pending for ever (Ax's rule): the acquisition of
+            # the same point and its neighbourhood drops, so it is not proposed again.
+            Up = np.array([space.encode(p) for p in [*pending, *fails.params]])
             X_pending = torch.tensor(to_model(Up, enc), dtype=dtype)
         mc = _acquisition.mc_samples(M, sampler.mc_samples)
         args = (X, data.ref, M, constraints, X_pending, mc, seed + len(records), choice)
@@ -241,4 +294,7 @@ def model_based(sampler: QLogNEHVISampler, space: SearchSpace, records: Sequence
         info["hyperparameters"] = "optimised" if refit else "kept"
     if cost is not None:
         info["cost"] = _cost.notes(cost, torch.tensor(to_model(U, enc), dtype=dtype))
+    if fails.failures:
+        info["failures"] = failure_notes(space, fails, label_models.get(FAILURE),
+                                         torch.tensor(to_model(U, enc), dtype=dtype), U)
     return U, info, off, timing

@@ -59,6 +59,10 @@ SHORT_STUDY_FRACTION = 1 / 3
 MIN_INIT = 3
 
 
+#: ``failures=``: what failed trials teach the model (see :class:`QLogNEHVISampler`).
+FAILURE_RULES = ("learn", "pending", "ignore")
+
+
 #: An economy proposal (``proposal_share``): the acquisition scored on this many candidates
 #: (no gradient steps; a user's lower ``raw_samples`` stays), hyperparameters kept from the
 #: last proposal and optimised again (warm-started, at most ``fit_maxiter`` L-BFGS-B
@@ -88,6 +92,21 @@ def _median(xs: Sequence[float]) -> float:
 
 def _why(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
+
+
+#: Notes recorded per proposed point: note -> its keys that hold one entry per point.
+_PER_POINT = {"cost": ("predicted_energy_j",), "failures": ("p_failure", "nearest_failure")}
+
+
+def _per_point(info: dict[str, Any], i: int) -> dict[str, Any]:
+    """The notes of the ``i``-th point of a batch proposal (per-point lists cut to its entry)."""
+    out = dict(info)
+    for note, keys in _PER_POINT.items():
+        sub = out.get(note)
+        if isinstance(sub, dict):
+            out[note] = {k: (v[i] if k in keys and isinstance(v, list) else v)
+                         for k, v in sub.items()}
+    return out
 
 
 class QLogNEHVISampler(Sampler):
@@ -187,6 +206,18 @@ class QLogNEHVISampler(Sampler):
             ``0.25`` cut the proposals' estimated joules 9x, to 21% of the
             trials', and kept 0.90 of the final hypervolume (p = 0.09 that it
             is lower), so it is opt-in.
+        failures: What failed trials teach the model (:mod:`ecopt._failures`).
+            ``"learn"`` (default): every failed configuration (and every trial
+            pruned before it reported) is a pending point of every later
+            proposal, so neither it nor its neighbourhood is proposed again;
+            failures with the same error (type and raising line) whose box holds
+            no complete trial form a region, and a GP on complete (+1) against
+            those failures (-1) weights the acquisition by the probability of
+            not failing, as the feasibility model does for infeasible trials.
+            Each model proposal records ``proposal["failures"]`` (counts, the
+            failure probability it was weighted by, the distance to the nearest
+            failure). ``"pending"``: failed configurations as pending points
+            only (Ax's rule). ``"ignore"``: failed trials are not used.
 
     Example:
         >>> sampler = ecopt.samplers.QLogNEHVISampler(n_init=8, num_restarts=5)
@@ -206,8 +237,13 @@ class QLogNEHVISampler(Sampler):
                  sample_around_best: bool = True, alpha: float | None = None,
                  parego_from: int = 4, lengthscale_prior: str = "gamma",
                  ref_point_rule: str = "front", cost_aware: bool = False,
-                 cost_exponent: float = 1.0, proposal_share: float | None = None) -> None:
+                 cost_exponent: float = 1.0, proposal_share: float | None = None,
+                 failures: str = "learn") -> None:
         super().__init__(seed)
+        if failures not in FAILURE_RULES:
+            raise ValueError(f"failures must be one of {list(FAILURE_RULES)}, "
+                             f"got failures={failures!r}")
+        self.failures = failures
         if proposal_share is not None and (isinstance(proposal_share, bool) or not isinstance(
                 proposal_share, (int, float)) or not 0 < proposal_share < math.inf):
             raise ValueError(f"proposal_share must be None or a number > 0, "
@@ -274,7 +310,7 @@ class QLogNEHVISampler(Sampler):
                 "cold_refit_every", "warm_ftol", "cold_ftol", "allow_repeats",
                 "dense_posterior", "sample_around_best", "alpha", "parego_from",
                 "lengthscale_prior", "ref_point_rule", "cost_aware", "cost_exponent",
-                "proposal_share")
+                "proposal_share", "failures")
         return {**super().describe(), **{k: getattr(self, k) for k in keys}}
 
     def initial_design_size(self, dim: int) -> tuple[int, str]:
@@ -415,10 +451,7 @@ class QLogNEHVISampler(Sampler):
         if off:
             info["fast_path_off"] = dict(sorted(off.items()))
         for i, u in enumerate(U):
-            info_i = dict(info)
-            if isinstance(info_i.get("cost"), dict) and "predicted_energy_j" in info_i["cost"]:
-                info_i["cost"] = {**info_i["cost"],
-                                  "predicted_energy_j": info_i["cost"]["predicted_energy_j"][i]}
+            info_i = _per_point(info, i)
             info_i["transfer"] = note
             out.append(Proposal(space.decode(u), self.name, info_i))
         return out
@@ -453,10 +486,7 @@ class QLogNEHVISampler(Sampler):
             info["fast_path_off"] = dict(sorted(off.items()))
         out = []
         for i, u in enumerate(U):
-            note = dict(info)
-            if isinstance(note.get("cost"), dict) and "predicted_energy_j" in note["cost"]:
-                note["cost"] = {**note["cost"],
-                                "predicted_energy_j": note["cost"]["predicted_energy_j"][i]}
+            note = _per_point(info, i)
             out.append(Proposal(space.decode(u), self.name, note))
         return out
 
