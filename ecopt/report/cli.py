@@ -37,6 +37,8 @@ from ecopt.report.data import (
     build_compare,
     build_report,
     check_axis,
+    failure_line,
+    failure_summary,
     fallback_line,
 )
 from ecopt.trial import TrialRecord
@@ -349,6 +351,9 @@ def show_text(data: ReportData, color: bool = False) -> str:
                + (f"; started but unfinished: {list(data.unfinished)}" if data.unfinished else ""))
     if data.records:
         out.append("proposed by: " + _proposers_line(data.records))
+    failures = failure_summary(data.records)
+    if failures is not None:
+        out.append(failure_line(failures))
     if data.sobol_fallbacks:
         out.append(_FALLBACK_SLOT)
     est = " (estimated)" if data.energy_estimated else ""
@@ -452,5 +457,6 @@ def show_dict(data: ReportData) -> dict[str, Any]:
                         "measured": p.measured, "energy_j": p.energy_j}
                        for p in data.provenance],
         "sobol_fallbacks": list(data.sobol_fallbacks),
+        "failures": failure_summary(data.records),
         "warnings": list(data.warnings),
     }

@@ -36,6 +36,7 @@ Example:
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import math
 import re
 import warnings
@@ -72,6 +73,8 @@ __all__ = [
     "axis_names",
     "axis_values",
     "check_axis",
+    "failure_line",
+    "failure_summary",
     "DERIVED_AXES",
 ]
 
@@ -902,6 +905,63 @@ def build_report(source: Study | str | Path, *, baseline: int | None = None,
 # ---------------------------------------------------------------------------
 # axes
 # ---------------------------------------------------------------------------
+
+
+def failure_summary(records: Sequence[TrialRecord]) -> dict[str, Any] | None:
+    """What the study's failures were and what the sampler made of them (``ecopt show``).
+
+    Returns:
+        ``None`` when no trial failed (:func:`ecopt._failures.counts_as_failure`);
+        else ``failed`` (count), ``errors`` (``"Type at file:LINE"`` -> count, most
+        frequent first), ``regional``/``isolated`` (from the latest proposal's
+        ``proposal["failures"]``), ``weighted`` (model proposals a failure model
+        weighted), ``max_p_failure`` (the highest failure probability of a proposed
+        point, or ``None``), ``repeated`` (trials whose configuration had failed
+        before).
+    """
+    from ecopt._failures import counts_as_failure, error_key
+
+    failed = [r for r in records if counts_as_failure(r)]
+    if not failed:
+        return None
+    errors: dict[str, int] = {}
+    for r in failed:
+        kind, where = error_key(r)
+        name = f"{kind} at {where}" if where else kind
+        errors[name] = errors.get(name, 0) + 1
+    notes = [r.proposal["failures"] for r in sorted(records, key=lambda r: r.number)
+             if isinstance(r.proposal, dict) and isinstance(r.proposal.get("failures"), dict)]
+    probs = [n["p_failure"] for n in notes if isinstance(n.get("p_failure"), (int, float))]
+    seen: set[str] = set()
+    repeated = 0
+    for r in sorted(records, key=lambda r: r.number):
+        key = json.dumps(r.params, sort_keys=True, default=str)
+        repeated += key in seen
+        if counts_as_failure(r):
+            seen.add(key)
+    last = notes[-1] if notes else {}
+    return {"failed": len(failed),
+            "errors": dict(sorted(errors.items(), key=lambda kv: -kv[1])),
+            "regional": last.get("regional"), "isolated": last.get("isolated"),
+            "weighted": sum(1 for n in notes if n.get("modelled")),
+            "max_p_failure": max(probs) if probs else None, "repeated": repeated}
+
+
+def failure_line(summary: dict[str, Any]) -> str:
+    """One line for :func:`failure_summary`'s result."""
+    errs = ", ".join(f"{k} x{v}" for k, v in list(summary["errors"].items())[:3])
+    line = f"failures: {summary['failed']} trial(s) failed ({errs})"
+    if summary["regional"] is not None:
+        line += (f"; at the last proposal {summary['regional']} formed regions, "
+                 f"{summary['isolated']} isolated")
+    if summary["weighted"]:
+        p = summary["max_p_failure"]
+        line += (f"; a failure model weighted {summary['weighted']} proposal(s)"
+                 + (f" (highest failure probability of a proposed point {p:.2g})"
+                    if p is not None else ""))
+    line += ("; no failed configuration was proposed again" if not summary["repeated"]
+             else f"; {summary['repeated']} trial(s) repeated a failed configuration")
+    return line
 
 
 def fallback_line(data: ReportData) -> str | None:

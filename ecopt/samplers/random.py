@@ -35,11 +35,34 @@ def sobol_points(dim: int, seed: int, start: int, n: int) -> np.ndarray:
         return engine.random(n)
 
 
+def _keys(space: SearchSpace, records: Sequence[TrialRecord], pending: Sequence[Params]
+          ) -> tuple[set[tuple[float, ...]], set[tuple[float, ...]]]:
+    """Keys of the configurations tried or running, and of those that failed."""
+    from ecopt._failures import counts_as_failure
+    from ecopt.samplers._encoding import seen_keys
+
+    return (seen_keys(space, records, pending),
+            seen_keys(space, [r for r in records if counts_as_failure(r)], []))
+
+
+def _key(space: SearchSpace, x: np.ndarray) -> tuple[float, ...]:
+    from ecopt.samplers._discrete import config_key
+
+    return config_key(space.encode(space.decode(x)))
+
+
+#: How far past its index a model-free sampler looks for a configuration not tried yet.
+MAX_SKIP = 1024
+
+
 class SobolSampler(Sampler):
     """Scrambled Sobol points: even coverage of the space, reproducible by seed.
 
     The k-th trial of a study gets the k-th Sobol point, so resuming continues
-    the same sequence.
+    the same sequence. Where points map to configurations that already have a
+    trial (integer and categorical columns), later points are taken instead:
+    a failed configuration is never proposed again, and one tried before only
+    when the next :data:`MAX_SKIP` points hold nothing new.
 
     Example:
         >>> study = ecopt.Study(space, objectives, sampler=ecopt.samplers.SobolSampler(seed=1))
@@ -50,12 +73,28 @@ class SobolSampler(Sampler):
     def propose(self, space: SearchSpace, records: Sequence[TrialRecord],
                 pending: Sequence[Params], n: int) -> list[Proposal]:
         start = len(records) + len(pending)
-        X = sobol_points(space.dim, int(self.seed or 0), start, n)
-        return [Proposal(space.decode(x), self.name, {"index": start + i}) for i, x in enumerate(X)]
+        seed = int(self.seed or 0)
+        X = sobol_points(space.dim, seed, start, n + MAX_SKIP)
+        seen, failed = _keys(space, records, pending)
+        out: list[Proposal] = []
+        for avoid in (seen, failed):
+            for i, x in enumerate(X):
+                if len(out) == n:
+                    return out
+                key = _key(space, x)
+                if key not in avoid:
+                    avoid.add(key)
+                    seen.add(key)
+                    failed.add(key)
+                    out.append(Proposal(space.decode(x), self.name, {"index": start + i}))
+        return out
 
 
 class RandomSampler(Sampler):
     """Uniform random search; the first ``n_sobol`` trials come from Sobol.
+
+    A draw that lands on a configuration that failed before (integer and
+    categorical columns) is drawn again (up to :data:`MAX_SKIP` times).
 
     Args:
         seed: Seed (default: the study's).
@@ -75,13 +114,19 @@ class RandomSampler(Sampler):
         start = len(records) + len(pending)
         out: list[Proposal] = []
         rng = np.random.default_rng([int(self.seed or 0), start])
+        failed = _keys(space, records, pending)[1] if records else set()
         for i in range(n):
             k = start + i
             if k < self.n_sobol:
                 x = sobol_points(space.dim, int(self.seed or 0), k, 1)[0]
                 out.append(Proposal(space.decode(x), "sobol", {"index": k}))
-            else:
-                out.append(Proposal(space.decode(rng.random(space.dim)), self.name, {}))
+                continue
+            x = rng.random(space.dim)
+            for _ in range(MAX_SKIP):
+                if not failed or _key(space, x) not in failed:
+                    break
+                x = rng.random(space.dim)
+            out.append(Proposal(space.decode(x), self.name, {}))
         return out
 
     def describe(self) -> dict[str, Any]:
