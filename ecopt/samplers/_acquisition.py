@@ -85,9 +85,9 @@ def outcome_constraints(constraints: Sequence[Constraint], M: int,
                         feasibility: Sequence[int] | None = None) -> list[Any]:
     """BoTorch constraint callables (satisfied when ``<= 0``) over the model outputs.
 
-    Constraint ``j`` is output ``M + j``; ``feasibility`` are the outputs of the
-    +1/-1 label models (feasibility, failures), if any: each is satisfied where
-    the label model predicts a positive label.
+    Constraint ``j`` is output ``M + j``; ``feasibility`` are the outputs of
+    +1/-1 label models (the feasibility model of infeasible trials), if any:
+    each is satisfied where its model predicts a positive label.
     """
     out: list[Any] = []
     for j, c in enumerate(constraints):

@@ -124,7 +124,7 @@ def model_based(sampler: QLogNEHVISampler, space: SearchSpace, records: Sequence
     """
     import torch
 
-    from ecopt.samplers import _acquisition, _cost, _models
+    from ecopt.samplers import _acquisition, _cost, _failure_model, _models
     from ecopt.samplers._botorch_compat import UNAVAILABLE
     from ecopt.samplers._optimize import Settings, optimize
 
@@ -175,27 +175,28 @@ def model_based(sampler: QLogNEHVISampler, space: SearchSpace, records: Sequence
         gp_state = fitted.states
         model, public = fitted.model, fitted.public()
         stacked = model is not public
-        labelled = [(FEASIBLE, infeasible), (FAILURE, fails.regional)]
-        labelled = [(name, bad) for name, bad in labelled if bad]
         constraints = _acquisition.outcome_constraints(
-            sampler.constraints, M,
-            [data.Y.shape[1] + j for j in range(len(labelled))] if labelled else None)
+            sampler.constraints, M, [data.Y.shape[1]] if infeasible else None)
+        # +1/-1 label GPs: infeasible trials become an outcome constraint; regional
+        # failures weight the acquisition (:mod:`ecopt.samplers._failure_model`).
         label_models: dict[str, Any] = {}
-        if labelled:
+        ok = [r for r in records if r.state is TrialState.COMPLETE]
+        for name, bad in ((FEASIBLE, infeasible), (FAILURE, fails.regional)):
+            if not bad:
+                continue
+            Uf = np.array([space.encode(r.params) for r in ok + bad])
+            yf = np.array([1.0] * len(ok) + [-1.0] * len(bad)).reshape(-1, 1)
+            fit = _models.fit_outputs(torch.tensor(to_model(Uf, enc), dtype=dtype),
+                                      torch.tensor(yf, dtype=dtype), None,
+                                      names=[name], **fit_kw)
+            off.update(fit.fast_path_off)
+            gp_state.update(fit.states)
+            label_models[name] = fit.model
+        if FEASIBLE in label_models:
             from botorch.models import ModelListGP
 
-            ok = [r for r in records if r.state is TrialState.COMPLETE]
-            for name, bad in labelled:
-                Uf = np.array([space.encode(r.params) for r in ok + bad])
-                yf = np.array([1.0] * len(ok) + [-1.0] * len(bad)).reshape(-1, 1)
-                fit = _models.fit_outputs(torch.tensor(to_model(Uf, enc), dtype=dtype),
-                                          torch.tensor(yf, dtype=dtype), None,
-                                          names=[name], **fit_kw)
-                off.update(fit.fast_path_off)
-                gp_state.update(fit.states)
-                label_models[name] = fit.model
-            model = ModelListGP(model, *label_models.values())
-            public = ModelListGP(*fitted.models, *label_models.values())
+            model = ModelListGP(model, label_models[FEASIBLE])
+            public = ModelListGP(*fitted.models, label_models[FEASIBLE])
         cost = _cost.fit_or_why(space, enc, records, sampler, fit_kw) \
             if sampler.cost_aware else None
         if isinstance(cost, _cost.CostModel):
@@ -227,9 +228,11 @@ def model_based(sampler: QLogNEHVISampler, space: SearchSpace, records: Sequence
                 off.update(acq.fast_path_off)
             else:
                 acq = _acquisition.build(public, *args, fast=False)
+            base = _failure_model.weighted(acq.acqf, label_models.get(FAILURE),
+                                           choice.method != "qNEHVI")
             if not weigh:
-                return acq.acqf
-            acqf, cost = _cost.weighted(acq.acqf, cost, choice.method != "qNEHVI", X)
+                return base
+            acqf, cost = _cost.weighted(base, cost, choice.method != "qNEHVI", X)
             weighted = isinstance(cost, _cost.CostModel)
             return acqf
 
