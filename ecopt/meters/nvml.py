@@ -231,6 +231,8 @@ class NVMLMeter(Meter):
     """
 
     name = "nvml"
+    auto_priority = 100
+    auto_covers = frozenset({"gpu"})
 
     def __init__(self, gpus: list[int] | tuple[int, ...] | None = None, mode: str = "auto",
                  sampling_period_s: float = 0.1, counter_period_s: float | None = None) -> None:
@@ -346,13 +348,24 @@ class NVMLMeter(Meter):
         self._setup()
 
     @classmethod
-    def is_available(cls) -> bool:
+    def is_available(cls, **options: Any) -> bool:
+        return cls.probe(**options)[0]
+
+    @classmethod
+    def probe(cls, **options: Any) -> tuple[bool, str]:
+        """Whether NVML starts and lists a GPU (no counter polling), and why not."""
         try:
-            nv = importlib.import_module("pynvml")
+            nv = _pynvml()
             nv.nvmlInit()
-            return int(nv.nvmlDeviceGetCount()) > 0
-        except Exception:
-            return False
+            n = int(nv.nvmlDeviceGetCount())
+        except Exception as exc:  # noqa: BLE001 - a probe never raises
+            return False, f"{type(exc).__name__}: {exc}"
+        return (True, "") if n > 0 else (False, "NVML starts but lists no GPU")
+
+    def summary(self) -> str:
+        return (f"NVML reads {len(self._gpus)} GPU(s): "
+                + ", ".join(f"{g['component']} {g['name']} ({g['method']})"
+                            for g in self.describe()["gpus"]))
 
     @property
     def update_period_s(self) -> float:

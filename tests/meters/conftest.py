@@ -89,6 +89,55 @@ def powercap(tmp_path):
 
 
 @pytest.fixture
+def fake_amd(monkeypatch):
+    """Install a fake ``amdsmi`` under Zeus; call the fixture's value with a list of FakeAmdGpu."""
+    pytest.importorskip("zeus.device")
+    from contextlib import ExitStack
+
+    from fake_amdsmi import FakeAmdGpu, installed_fake_amdsmi
+
+    monkeypatch.delenv("HIP_VISIBLE_DEVICES", raising=False)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    with ExitStack() as stack:
+        def install(gpus=None, init_error=None):
+            return stack.enter_context(installed_fake_amdsmi(
+                gpus if gpus is not None else [FakeAmdGpu()], monkeypatch, init_error))
+
+        yield install
+
+
+@pytest.fixture
+def zeusd(tmp_path, monkeypatch):
+    """Start a fake zeusd on a Unix socket in a temp dir; ZEUSD_SOCK_PATH names it.
+
+    Call the fixture's value with the daemon's state (``powercap=``, ``nvml=``,
+    ``groups=``...); it returns the :class:`fake_zeusd.FakeZeusd`.
+    """
+    pytest.importorskip("zeus.utils.zeusd")
+    from contextlib import ExitStack
+
+    from fake_zeusd import running_zeusd
+
+    monkeypatch.delenv("ZEUSD_HOST_PORT", raising=False)
+    monkeypatch.delenv("ZEUSD_TOKEN", raising=False)
+    import shutil
+    import tempfile
+
+    # Not under tmp_path: a Unix socket's path must stay under ~108 bytes.
+    folder = Path(tempfile.mkdtemp(prefix="ecopt-zeusd-"))
+    sock = folder / "zeusd.sock"
+    stack = ExitStack()
+    stack.callback(shutil.rmtree, folder, True)
+    with stack:
+        def start(**state):
+            z = stack.enter_context(running_zeusd(sock, **state))
+            monkeypatch.setenv("ZEUSD_SOCK_PATH", str(sock))
+            return z
+
+        yield start
+
+
+@pytest.fixture
 def hw():
     """The helpers above (test modules cannot import conftest under importlib mode)."""
     return types.SimpleNamespace(FakeGpu=FakeGpu, FakeCuda=FakeCuda,
