@@ -132,37 +132,6 @@ def test_no_zeusd_running_is_unavailable(monkeypatch, tmp_path):
         get_meter("rapl-zeusd")
 
 
-class _FakeAppleMonitor:
-    """Plays zeus_apple_silicon.AppleEnergyMonitor: cumulative mJ per subsystem."""
-
-    totals = {"cpu_total_mj": 1000, "gpu_mj": 500, "gpu_sram_mj": 10, "dram_mj": 200,
-              "ane_mj": 0}
-
-    def get_cumulative_energy(self):
-        import types
-
-        fields = ("cpu_total_mj", "efficiency_cores_mj", "performance_cores_mj",
-                  "efficiency_cluster_mj", "performance_cluster_mj",
-                  "efficiency_core_manager_mj", "performance_core_manager_mj", "dram_mj",
-                  "gpu_mj", "gpu_sram_mj", "ane_mj")
-        return types.SimpleNamespace(**{f: self.totals.get(f) for f in fields})
-
-
-@pytest.fixture
-def fake_apple(monkeypatch):
-    """An Apple Silicon Mac under Zeus: its zeus_apple_silicon module and platform check."""
-    import types
-
-    import zeus.device.soc.apple as zapple
-
-    mod = types.SimpleNamespace(AppleEnergyMonitor=_FakeAppleMonitor)
-    monkeypatch.setattr(zapple, "zeus_apple_silicon", mod)
-    monkeypatch.setattr(zapple, "zeus_apple_available", True)
-    monkeypatch.setattr(zapple, "apple_silicon_is_available", lambda: True)
-    monkeypatch.setattr(_FakeAppleMonitor, "totals", dict(_FakeAppleMonitor.totals))
-    return _FakeAppleMonitor
-
-
 def test_apple_silicon_components_and_auto(fake_apple, tmp_path):
     m = build_auto(rapl_root=str(tmp_path / "none"), warn=False)
     assert m.name == "apple" and m.describe()["measured"] is True  # no estimate: SoC covers all
