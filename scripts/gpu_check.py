@@ -379,6 +379,12 @@ def sec_environment(ck: Check, deadline: float) -> dict[str, Any]:
         out.update(gpu_name=p.name, gpu_memory_gb=p.total_memory / 1e9,
                    capability=f"{p.major}.{p.minor}", sm_count=p.multi_processor_count,
                    torch_uuid=str(getattr(p, "uuid", None)))
+    from ecopt.meters.auto import probe_backends
+
+    # Every meter of the registry (NVML, and Zeus's AMD / Apple / Jetson / RAPL-through-zeusd):
+    # what this machine offers beside the NVML GPU the sections below check.
+    out["meters"] = {k: {"available": v["available"], "why": v["why"]}
+                     for k, v in probe_backends().items()}
     nv, hd = _nvml_handle(ck.gpu)
     out["nvml_name"] = _text(nv.nvmlDeviceGetName(hd))
     out["nvml_uuid"] = _text(nv.nvmlDeviceGetUUID(hd))
@@ -582,14 +588,18 @@ def _limit_state(ck: Check) -> Path | None:
 
 def sec_power_limits(ck: Check, deadline: float) -> dict[str, Any]:
     from ecopt.errors import PowerLimitError
-    from ecopt.meters.power_limit import gpu_power_limit, power_limit_range
+    from ecopt.meters.power_limit import gpu_power_limit, power_limit_range, power_limit_via
 
     nv, hd = _nvml_handle(ck.gpu)
     try:
+        # As root through NVML; without CAP_SYS_ADMIN through zeusd when ZEUSD_SOCK_PATH names one.
+        via = power_limit_via()
         lo, hi = power_limit_range(gpus=[ck.gpu])
     except PowerLimitError as exc:
         if "does not support" in str(exc):
             return {"supported": False, "error": str(exc)}
+        if "zeusd" in str(exc):
+            return {"supported": True, "permitted": False, "via": "zeusd", "error": str(exc)}
         raise
     original_w = nv.nvmlDeviceGetPowerManagementLimit(hd) / 1000
     limits = [lo, round((lo + hi) / 2), hi]
@@ -608,9 +618,9 @@ def sec_power_limits(ck: Check, deadline: float) -> dict[str, Any]:
                 m = counter.aligned(load, ck.s.limit_s, deadline)
         except PowerLimitError as exc:
             msg = str(exc)
-            if "NO_PERMISSION" in msg:
+            if "NO_PERMISSION" in msg or "zeusd" in msg:
                 return {"range_w": [lo, hi], "original_w": original_w, "supported": True,
-                        "permitted": False, "error": msg}
+                        "permitted": False, "via": via, "error": msg}
             if "does not support" in msg:
                 return {"range_w": [lo, hi], "original_w": original_w, "supported": False,
                         "error": msg}
@@ -624,7 +634,7 @@ def sec_power_limits(ck: Check, deadline: float) -> dict[str, Any]:
     after_w = nv.nvmlDeviceGetPowerManagementLimit(hd) / 1000
     done = [r for r in rows if "skipped" not in r]
     return {"range_w": [lo, hi], "original_w": original_w, "supported": True, "permitted": True,
-            "limits": rows, "restored_w": after_w, "restored": abs(after_w - original_w) < 0.5,
+            "via": via, "limits": rows, "restored_w": after_w, "restored": abs(after_w - original_w) < 0.5,
             "enforced_as_requested": all(r["enforced_w"] is not None
                                          and abs(r["enforced_w"] - r["limit_w"]) < 1.0
                                          for r in done) if done else None}

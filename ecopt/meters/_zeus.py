@@ -54,6 +54,10 @@ def zeus_module(name: str, what: str) -> Any:
         raise MeterUnavailableError(
             f"{what} reads the hardware through Zeus, which is not installed ({exc}); "
             f"{INSTALL_HINT}, or use meter='estimate'") from None
+    except Exception as exc:  # noqa: BLE001 - e.g. an unofficial or stub pynvml under Zeus
+        raise MeterUnavailableError(
+            f"{what} reads the hardware through Zeus, which failed to import "
+            f"({type(exc).__name__}: {exc})") from None
 
 
 def zeusd_configured(socket_path: str | None = None, host_port: str | None = None) -> bool:

@@ -82,7 +82,8 @@ from ecopt._types import is_finite_number
 from ecopt.errors import MeterError, MeterUnavailableError, PowerLimitError
 
 __all__ = ["GpuLimit", "power_limit_range", "gpu_power_limit", "PowerLimitObjective",
-           "restore_stale_power_limits", "default_state_path", "STATE_ENV", "gpu_cli_main"]
+           "restore_stale_power_limits", "default_state_path", "STATE_ENV", "gpu_cli_main",
+           "power_limit_via"]
 
 logger = logging.getLogger("ecopt.power_limit")
 
@@ -381,6 +382,16 @@ def _zeusd() -> Any | None:
             "gpu-control API group is off, or the token in ZEUSD_TOKEN lacks that scope); ask "
             "the administrator to enable it, or run as root")
     return client
+
+
+def power_limit_via() -> str:
+    """How this process would set a power limit: ``"nvml"`` or ``"zeusd (<endpoint>)"``.
+
+    Raises:
+        PowerLimitError: when a zeusd is named but does not answer or refuses GPU control.
+    """
+    zd = _zeusd()
+    return "nvml" if zd is None else f"zeusd ({zd.endpoint})"
 
 
 def _set(nv: Any, h: Any, cuda_index: int, watts: float, nvml_index: int | None = None,
