@@ -44,6 +44,7 @@ class _SocMeter(Meter):
     """Differences of a Zeus SoC's cumulative counters (mJ) as components."""
 
     source = ""
+    _components: list[str]
 
     def __init__(self) -> None:
         super().__init__()

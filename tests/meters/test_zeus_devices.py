@@ -149,3 +149,39 @@ def test_apple_silicon_components_and_auto(fake_apple, tmp_path):
 def test_apple_on_linux_says_why():
     ok, why = get_meter.__globals__["registry"].factory("meters", "apple").probe()
     assert not ok and ("zeus-apple-silicon" in why or "not an Apple Silicon Mac" in why)
+
+
+@pytest.mark.slow
+def test_jetson_rails_through_zeus(tmp_path, monkeypatch):
+    """The INA3221 rail files Zeus reads, in a temp tree; Zeus's own polling process integrates."""
+    from pathlib import Path
+
+    import zeus.device.soc.jetson as zjet
+
+    hw = tmp_path / "drivers" / "ina3221" / "1-0040" / "hwmon" / "hwmon3"
+    hw.mkdir(parents=True)
+    for i, (label, mw) in enumerate([("VDD_IN", 5000), ("VDD_CPU", 1500), ("VDD_GPU", 2000)], 1):
+        (hw / f"in{i}_label").write_text(label + "\n")
+        (hw / f"power{i}_input").write_text(f"{mw}\n")
+
+    def rerooted(p):  # Zeus looks under /sys/bus/i2c/drivers: look in the temp tree instead
+        return Path(str(p).replace("/sys/bus/i2c/drivers", str(tmp_path / "drivers")))
+
+    monkeypatch.setattr(zjet, "Path", rerooted)
+    monkeypatch.setattr(zjet, "jetson_is_available", lambda: True)
+    m = build_auto(rapl_root=str(tmp_path / "none"), warn=False)
+    try:
+        assert m.name == "jetson" and m.describe()["measured"] is True
+        w = m.start()
+        time.sleep(1.0)
+        meas = m.stop(w)
+    finally:
+        m.close()
+    assert set(meas.components) == {"cpu", "gpu:0", "module-other"}
+    d = meas.duration_s
+    # Sampled about every 0.1 s: each end may be up to one sample stale.
+    assert meas.components["cpu"].energy_j == pytest.approx(1.5 * d, abs=1.5 * 0.25)
+    assert meas.components["gpu:0"].energy_j == pytest.approx(2.0 * d, abs=2.0 * 0.25)
+    assert meas.components["module-other"].energy_j == pytest.approx(1.5 * d, abs=5.0 * 0.25)
+    assert meas.energy_j == pytest.approx(5.0 * d, abs=5.0 * 0.25)  # the module, counted once
+    assert meas.components["cpu"].source == "jetson-ina3221-power-sampling"
