@@ -42,18 +42,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from ecopt.errors import MeterError, MeterUnavailableError
+from ecopt.meters._counter import counter_window_energy, measure_update_period
 from ecopt.meters._zeus import zeus_module
 from ecopt.meters.base import (
     FLAG_AVERAGE_POWER,
     FLAG_LOWER_BOUND,
-    FLAG_SHORT_WINDOW,
     MIN_WINDOW_PERIODS,
     ComponentEnergy,
     Meter,
 )
 from ecopt.meters.gpus import current_gpu_scope, select_gpus
 
-__all__ = ["AMDMeter", "forget_managers", "measure_update_period"]
+__all__ = ["AMDMeter", "forget_managers"]
 
 _WHAT = "the AMD GPU meter"
 #: The period assumed when the counter did not move while polled (recorded as assumed).
@@ -94,30 +94,6 @@ def _manager() -> Any:
                                         "meter='estimate'")
         _MANAGERS[key] = mgr
         return mgr
-
-
-def measure_update_period(read: Callable[[], float], max_s: float = 0.5, changes: int = 4,
-                          poll_s: float = 0.0002) -> float | None:
-    """A counter's update period: poll ``read`` until its value changed ``changes`` times.
-
-    The same rule as :func:`ecopt.meters.nvml.measure_counter_period` (mean gap
-    between observed changes), over any read function.
-
-    Returns:
-        Seconds, or ``None`` when fewer than two changes were seen in ``max_s``.
-    """
-    t_end = time.perf_counter() + max_s
-    last = read()
-    seen: list[float] = []
-    while len(seen) < changes and time.perf_counter() < t_end:
-        time.sleep(poll_s)
-        e = read()
-        if e != last:
-            seen.append(time.perf_counter())
-            last = e
-    if len(seen) < 2:
-        return None
-    return (seen[-1] - seen[0]) / (len(seen) - 1)
 
 
 @dataclass
@@ -332,7 +308,7 @@ class AMDMeter(Meter):
 
     def _counter_energy(self, g: _AmdGpu, start_mj: int, end_mj: int, duration_s: float
                         ) -> ComponentEnergy:
-        # The NVML meter's rules (ecopt.meters.nvml.NVMLMeter._counter_energy), over amdsmi.
+        # The rule every GPU meter shares (ecopt.meters._counter), over amdsmi's accumulator.
         delta = end_mj - start_mj
         notes: list[str] = []
         flags: list[str] = []
@@ -341,35 +317,10 @@ class AMDMeter(Meter):
             notes.append("energy counter reset during the window (driver reload); energy is a "
                          "lower bound")
             flags.append(FLAG_LOWER_BOUND)
-        counter_j = delta / 1000.0
-        period = g.period_s
-        ms = duration_s * 1000
-        if delta == 0 or duration_s < period:
-            flags.append(FLAG_SHORT_WINDOW)
-            try:
-                power_w = self.power_w(g)
-            except self._gerr as exc:
-                notes.append(f"window of {ms:.3g} ms is shorter than the energy counter's "
-                             f"update period ({period * 1000:.3g} ms) and power is unreadable "
-                             f"({exc}): energy may be underestimated")
-                return ComponentEnergy(counter_j, "amd-energy-counter", True,
-                                       "; ".join(notes), tuple(sorted(set(flags))))
-            if not g.instant:
-                flags.append(FLAG_AVERAGE_POWER)
-            notes.append(f"window of {ms:.3g} ms is shorter than the energy counter's update "
-                         f"period ({period * 1000:.3g} ms, {g.period_how}; counter moved "
-                         f"{counter_j:.4g} J): energy = {power_w:.4g} W {g.reading} power x "
-                         "duration")
-            return ComponentEnergy(power_w * duration_s,
-                                   "amd-instant-power" if g.instant else "amd-average-power",
-                                   True, "; ".join(notes), tuple(sorted(set(flags))))
-        if duration_s < MIN_WINDOW_PERIODS * period:
-            flags.append(FLAG_SHORT_WINDOW)
-            notes.append(f"window of {ms:.3g} ms spans {duration_s / period:.3g} energy-counter "
-                         f"periods ({period * 1000:.3g} ms, {g.period_how}), fewer than "
-                         f"{MIN_WINDOW_PERIODS}: each end may be one period stale")
-        return ComponentEnergy(counter_j, "amd-energy-counter", True,
-                               "; ".join(notes) or None, tuple(sorted(set(flags))))
+        return counter_window_energy(delta, duration_s, g.period_s, g.period_how,
+                                     lambda: self.power_w(g), (self._gerr,), prefix="amd",
+                                     instant=g.instant, reading=g.reading, notes=notes,
+                                     flags=flags)
 
     def describe(self) -> dict[str, Any]:
         return {"meter": self.name, "measured": True,

@@ -44,8 +44,10 @@ def meter(request, fake_nvml, hw, tmp_path):
     elif kind.startswith("amd"):
         from fake_amdsmi import FakeAmdGpu
 
-        request.getfixturevalue("fake_amd")([FakeAmdGpu(counter=kind == "amd-counter")])
-        m = get_meter("amd", sampling_period_s=0.01)
+        # A continuous counter (as the NVML case's, no refresh ticks to race under load).
+        request.getfixturevalue("fake_amd")([FakeAmdGpu(counter=kind == "amd-counter",
+                                                        counter_period_s=0.0)])
+        m = get_meter("amd", sampling_period_s=0.01, counter_period_s=0.0)
     elif kind == "rapl-zeusd":
         request.getfixturevalue("zeusd")(powercap=hw.make_powercap(tmp_path / "pc"))
         m = get_meter("rapl-zeusd")
