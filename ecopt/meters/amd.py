@@ -53,7 +53,7 @@ from ecopt.meters.base import (
 )
 from ecopt.meters.gpus import current_gpu_scope, select_gpus
 
-__all__ = ["AMDMeter", "forget_managers"]
+__all__ = ["AMDMeter", "forget_managers", "zeus_amd_gpus"]
 
 _WHAT = "the AMD GPU meter"
 #: The period assumed when the counter did not move while polled (recorded as assumed).
@@ -96,6 +96,15 @@ def _manager() -> Any:
         return mgr
 
 
+def zeus_amd_gpus() -> list[Any]:
+    """Zeus's ``AMDGPU`` objects of the visible AMD GPUs, by HIP index (the meter's own manager).
+
+    Raises:
+        MeterUnavailableError: without Zeus, amdsmi or an AMD GPU.
+    """
+    return list(_manager().gpus)
+
+
 @dataclass
 class _AmdGpu:
     index: int
@@ -127,8 +136,10 @@ class AMDMeter(Meter):
         gpus: HIP indices to measure (torch's ``cuda:N`` on ROCm). Default: per
             window, the GPUs declared with :func:`ecopt.meters.gpus.gpu_scope`,
             else every visible GPU.
+        mode: ``"auto"`` (the counter where trustworthy, else sampling),
+            ``"counter"`` (error if a GPU lacks it) or ``"sampling"``.
         sampling_period_s: Seconds between power samples for GPUs without a
-            trustworthy counter.
+            trustworthy counter (or every GPU with ``mode="sampling"``).
         counter_period_s: The counter's update period; ``None`` (default):
             measured per GPU model at start.
 
@@ -147,9 +158,12 @@ class AMDMeter(Meter):
     auto_priority = 90
     auto_covers = frozenset({"gpu"})
 
-    def __init__(self, gpus: list[int] | None = None, sampling_period_s: float = 0.1,
-                 counter_period_s: float | None = None) -> None:
+    def __init__(self, gpus: list[int] | None = None, mode: str = "auto",
+                 sampling_period_s: float = 0.1, counter_period_s: float | None = None) -> None:
         super().__init__()
+        if mode not in ("auto", "counter", "sampling"):
+            raise ValueError(f"mode must be 'auto', 'counter' or 'sampling', got {mode!r}")
+        self.mode = mode
         if not sampling_period_s > 0:
             raise ValueError(f"sampling_period_s > 0 must hold, got {sampling_period_s}")
         if counter_period_s is not None and not counter_period_s >= 0:
@@ -171,7 +185,12 @@ class AMDMeter(Meter):
             dev = devs[i]
             try:
                 name = str(dev.get_name())
-                counter = bool(dev.supports_get_total_energy_consumption())
+                counter = (self.mode != "sampling"
+                           and bool(dev.supports_get_total_energy_consumption()))
+                if self.mode == "counter" and not counter:
+                    raise MeterUnavailableError(
+                        f"AMD GPU {i} ({name}) has no trustworthy energy counter (Zeus turned it "
+                        "off at start-up); use mode='sampling' or 'auto'")
                 instant = self._supports(dev.get_instant_power_usage)
                 if not instant and not self._supports(dev.get_average_power_usage) \
                         and not counter:
@@ -205,7 +224,7 @@ class AMDMeter(Meter):
             return False
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"gpus_requested": self.gpus_requested,
+        return {"gpus_requested": self.gpus_requested, "mode": self.mode,
                 "sampling_period_s": self.sampling_period_s,
                 "counter_period_s": self.counter_period_s}
 
@@ -327,7 +346,7 @@ class AMDMeter(Meter):
                 "gpus": [g.facts() for g in self._gpus.values()],
                 "sources": {f"gpu:{g.index}": "amd-energy-counter" if g.counter
                             else "amd-power-sampling" for g in self._gpus.values()},
-                "sampling_period_s": self.sampling_period_s,
+                "mode": self.mode, "sampling_period_s": self.sampling_period_s,
                 "counter_period_s": self.counter_period_s,
                 "min_window_periods": MIN_WINDOW_PERIODS}
 
