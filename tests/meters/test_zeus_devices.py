@@ -132,7 +132,12 @@ def test_no_zeusd_running_is_unavailable(monkeypatch, tmp_path):
         get_meter("rapl-zeusd")
 
 
-def test_apple_silicon_components_and_auto(fake_apple, tmp_path):
+def test_apple_silicon_components_and_auto(fake_apple, tmp_path, capsys):
+    from ecopt.cli import main
+
+    assert main(["meters"]) == 0
+    out = capsys.readouterr().out
+    assert "auto picks: apple (MEASURED)" in out and "apple-ioreport" in out
     m = build_auto(rapl_root=str(tmp_path / "none"), warn=False)
     assert m.name == "apple" and m.describe()["measured"] is True  # no estimate: SoC covers all
     w = m.start()
@@ -152,7 +157,7 @@ def test_apple_on_linux_says_why():
 
 
 @pytest.mark.slow
-def test_jetson_rails_through_zeus(tmp_path, monkeypatch):
+def test_jetson_rails_through_zeus(tmp_path, monkeypatch, capsys):
     """The INA3221 rail files Zeus reads, in a temp tree; Zeus's own polling process integrates."""
     from pathlib import Path
 
@@ -185,3 +190,7 @@ def test_jetson_rails_through_zeus(tmp_path, monkeypatch):
     assert meas.components["module-other"].energy_j == pytest.approx(1.5 * d, abs=5.0 * 0.25)
     assert meas.energy_j == pytest.approx(5.0 * d, abs=5.0 * 0.25)  # the module, counted once
     assert meas.components["cpu"].source == "jetson-ina3221-power-sampling"
+    from ecopt.meters.probe import probe_report
+
+    rep = probe_report()  # what `ecopt meters` prints
+    assert rep["auto"]["meter"] == "jetson" and rep["auto"]["measured"] is True
