@@ -213,6 +213,10 @@ class AMDMeter(Meter):
                                     "change while polled for 0.5 s at start-up"))
                     periods[name] = (period, how)
             self._gpus[i] = _AmdGpu(i, dev, name, counter, instant, period, how)
+        from ecopt.host import note_gpu_facts
+
+        for g in self._gpus.values():
+            note_gpu_facts(f"amd-hip{g.index}", g.facts())
         self._sampler: _Sampler | None = None
         self._sampler_lock = threading.Lock()
 

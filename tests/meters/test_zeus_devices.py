@@ -35,6 +35,10 @@ def test_amd_counter_window_and_hip_order(fake_amd):
     assert g0.energy_j == pytest.approx(400 * meas.duration_s, rel=0.1)
     assert g1.energy_j == pytest.approx(100 * meas.duration_s, rel=0.1)
     assert amd.gpus[1].calls["energy"] > 0
+    from ecopt.host import host_facts
+
+    facts = {d["uuid"]: d for d in host_facts()["gpu_devices"]}
+    assert facts["amd-hip0"]["name"] == "MI300X-b" and facts["amd-hip0"]["counter_period_s"] == 0
 
 
 def test_amd_sub_period_window_is_priced_at_instant_power(fake_amd):
