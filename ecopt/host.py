@@ -12,11 +12,12 @@ from typing import Any
 
 __all__ = ["host_facts", "library_versions", "cpu_model", "note_gpu_facts"]
 
-#: Facts meters learnt about each GPU in this process, by NVML UUID (see note_gpu_facts).
+#: Facts meters learnt about each GPU in this process, by its id (see note_gpu_facts).
 _GPU_FACTS: dict[str, dict[str, Any]] = {}
 
 _LIBS = ("ecopt", "torch", "botorch", "gpytorch", "numpy", "pandas", "scipy", "scikit-learn",
-         "nvidia-ml-py", "codecarbon", "transformers", "polars", "dask", "distributed")
+         "nvidia-ml-py", "zeus", "amdsmi", "codecarbon", "transformers", "polars", "dask",
+         "distributed")
 
 
 def library_versions() -> dict[str, str]:
@@ -72,7 +73,8 @@ def note_gpu_facts(uuid: str, facts: Mapping[str, Any]) -> None:
     :func:`host_facts` lists them under ``gpu_devices``.
 
     Args:
-        uuid: NVML's UUID of the GPU.
+        uuid: NVML's UUID of the GPU; for an AMD GPU, which Zeus names by HIP
+            index only, ``"amd-hip<N>"``.
         facts: JSON-able facts, merged into those already noted.
     """
     _GPU_FACTS.setdefault(str(uuid), {}).update(facts)
@@ -99,5 +101,6 @@ def host_facts() -> dict[str, Any]:
     if _GPU_FACTS:
         out["gpu_devices"] = [{"uuid": u, **f} for u, f in _GPU_FACTS.items()]
         out["cuda_env"] = {k: os.environ.get(k)
-                           for k in ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")}
+                           for k in ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER",
+                                     "HIP_VISIBLE_DEVICES")}
     return out

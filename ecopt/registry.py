@@ -9,7 +9,8 @@ kind          built-in names
 ============  =========================================================
 samplers      qlognehvi, qnehvi, random, sobol, grid
 pruners       none, hyperband, dominance
-meters        auto, nvml, rapl, codecarbon, estimate, wallclock
+meters        auto, nvml, amd, apple, jetson, rapl, rapl-zeusd, codecarbon,
+              estimate, wallclock
 executors     local, processes, dask, spark
 ============  =========================================================
 
@@ -29,7 +30,7 @@ is too.
 Example:
     >>> from ecopt import registry
     >>> registry.names("meters")
-    ['auto', 'codecarbon', 'estimate', 'nvml', 'rapl', 'wallclock']
+    ['amd', 'apple', 'auto', 'codecarbon', 'estimate', 'jetson', 'nvml', 'rapl', 'rapl-zeusd', 'wallclock']
     >>> meter = registry.create("meters", "estimate", base=ecopt.Meter)
 """
 
@@ -63,6 +64,10 @@ BUILTIN: dict[str, dict[str, str]] = {
         "auto": "ecopt.meters.auto:build_auto",
         "nvml": "ecopt.meters.nvml:NVMLMeter",
         "rapl": "ecopt.meters.rapl:RaplMeter",
+        "rapl-zeusd": "ecopt.meters.rapl_zeusd:ZeusdRaplMeter",
+        "amd": "ecopt.meters.amd:AMDMeter",
+        "apple": "ecopt.meters.soc:AppleSiliconMeter",
+        "jetson": "ecopt.meters.soc:JetsonMeter",
         "codecarbon": "ecopt.meters.codecarbon:CodeCarbonMeter",
         "estimate": "ecopt.meters.estimate:EstimateMeter",
         "wallclock": "ecopt.meters.base:WallClockMeter",

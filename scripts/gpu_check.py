@@ -1,12 +1,21 @@
-"""One prepared run that validates ecopt's GPU path on an NVIDIA GPU, in at most 8 minutes.
+"""One prepared run that validates ecopt's GPU path on an NVIDIA or AMD GPU, in at most 8 minutes.
 
-Usage (on a machine with an NVIDIA GPU, its driver, CUDA torch and nvidia-ml-py), from
-the repository root; the results go to ``docs/gpu/<today>/`` (``--out`` for elsewhere)::
+Usage (on a machine with an NVIDIA GPU, its driver, CUDA torch and nvidia-ml-py; or an
+AMD GPU with ROCm torch, amdsmi and ``pip install 'ecopt[zeus]'``), from the repository
+root; the results go to ``docs/gpu/<today>/`` (``--out`` for elsewhere)::
 
-    python scripts/gpu_check.py
+    python scripts/gpu_check.py                 # --vendor auto: NVIDIA if NVML works, else AMD
+
+``--vendor amd`` reads the GPU through Zeus's device layer (``ecopt.meters.amd``:
+the raw counter is Zeus's ``AMDGPU.get_total_energy_consumption``, the meters are
+``AMDMeter``); the sections are the same, except that power limits are set on
+NVIDIA GPUs only (an AMD run records them as not supported). Power limits go
+through NVML as root and through zeusd (``ZEUSD_SOCK_PATH``) without
+CAP_SYS_ADMIN (:mod:`ecopt.meters.power_limit`); the section records which.
 
 ``--dry-run`` runs the same flow on the CPU against the fake ``pynvml`` of the
-repository's tests (``tests/fake_pynvml.py``) at toy sizes, in well under 3
+repository's tests (``tests/fake_pynvml.py``; with ``--vendor amd`` the fake
+``amdsmi`` under Zeus, ``tests/fake_amdsmi.py``) at toy sizes, in well under 3
 minutes on two cores: it proves the plumbing, its numbers mean nothing about hardware.
 
 Sections, in order (each in its own ``try``: an error is recorded in the
@@ -164,7 +173,10 @@ class Check:
             "dry_run": self.dry, "budget_s": args.budget_s, "status": "running",
             "sections": {},
         }
-        self.device = "cpu" if self.dry else "cuda:0"
+        self.device = "cpu" if self.dry else "cuda:0"  # ROCm torch calls AMD GPUs cuda:N too
+        self.vendor = str(getattr(args, "vendor", "nvidia"))  # resolved by main()
+        self.meter = "amd" if self.vendor == "amd" else "nvml"
+        self.results["vendor"] = self.vendor
         self.gpu = 0  # CUDA index inside this process (--gpu is applied via CUDA_VISIBLE_DEVICES)
 
     def left_s(self) -> float:
@@ -267,11 +279,20 @@ class Counter:
     under load) is not: its energy is exactly the counter's difference.
     """
 
-    def __init__(self, gpu: int) -> None:
-        self.nv, self.h = _nvml_handle(gpu)
+    def __init__(self, gpu: int, vendor: str = "nvidia") -> None:
+        self.nv: Any = None
+        self.h: Any = None
+        if vendor == "amd":
+            from ecopt.meters.amd import zeus_amd_gpus
+
+            dev = zeus_amd_gpus()[gpu]  # Zeus's AMDGPU: amdsmi's energy accumulator, in mJ
+            self._read: Callable[[], int] = lambda: int(dev.get_total_energy_consumption())
+        else:
+            self.nv, self.h = _nvml_handle(gpu)
+            self._read = lambda: int(self.nv.nvmlDeviceGetTotalEnergyConsumption(self.h))
 
     def read(self) -> tuple[float, int]:
-        return time.perf_counter(), int(self.nv.nvmlDeviceGetTotalEnergyConsumption(self.h))
+        return time.perf_counter(), self._read()
 
     def tick(self, deadline: float, between: Callable[[], Any] | None = None) -> tuple[float, int]:
         """Wait for the counter's next change; ``between()`` runs between reads (e.g. one matmul).
@@ -352,11 +373,14 @@ def _text(v: Any) -> str:
 
 
 def _meters(ck: Check) -> tuple[Any, Any]:
-    """The NVML meter as studies build it (counter period measured at start-up), and a sampler."""
-    from ecopt.meters.nvml import NVMLMeter
+    """The GPU meter as studies build it (counter period measured at start-up), and a sampler."""
+    if ck.vendor == "amd":
+        from ecopt.meters.amd import AMDMeter as GpuMeter
+    else:
+        from ecopt.meters.nvml import NVMLMeter as GpuMeter
 
-    counter = NVMLMeter(gpus=[ck.gpu], mode="auto")
-    sampler = NVMLMeter(gpus=[ck.gpu], mode="sampling", sampling_period_s=ck.s.sampling_period_s)
+    counter = GpuMeter(gpus=[ck.gpu], mode="auto")
+    sampler = GpuMeter(gpus=[ck.gpu], mode="sampling", sampling_period_s=ck.s.sampling_period_s)
     return counter, sampler
 
 
@@ -379,6 +403,15 @@ def sec_environment(ck: Check, deadline: float) -> dict[str, Any]:
         out.update(gpu_name=p.name, gpu_memory_gb=p.total_memory / 1e9,
                    capability=f"{p.major}.{p.minor}", sm_count=p.multi_processor_count,
                    torch_uuid=str(getattr(p, "uuid", None)))
+    from ecopt.meters.auto import probe_backends
+
+    # Every meter of the registry (NVML, and Zeus's AMD / Apple / Jetson / RAPL-through-zeusd):
+    # what this machine offers beside the NVML GPU the sections below check.
+    out["meters"] = {k: {"available": v["available"], "why": v["why"]}
+                     for k, v in probe_backends().items()}
+    out["vendor"] = ck.vendor
+    if ck.vendor == "amd":
+        return _environment_amd(ck, out)
     nv, hd = _nvml_handle(ck.gpu)
     out["nvml_name"] = _text(nv.nvmlDeviceGetName(hd))
     out["nvml_uuid"] = _text(nv.nvmlDeviceGetUUID(hd))
@@ -415,9 +448,33 @@ def sec_environment(ck: Check, deadline: float) -> dict[str, Any]:
     return out
 
 
+def _environment_amd(ck: Check, out: dict[str, Any]) -> dict[str, Any]:
+    """The AMD GPU as Zeus sees it: name, counter, power reading, power-cap range."""
+    from ecopt.host import host_facts
+    from ecopt.meters.amd import AMDMeter, zeus_amd_gpus
+
+    m = AMDMeter(gpus=[ck.gpu])
+    try:
+        out["amd"] = m.describe()["gpus"][0]
+    finally:
+        m.close()
+    dev = zeus_amd_gpus()[ck.gpu]
+    with contextlib.suppress(Exception):
+        lo, hi = dev.get_power_management_limit_constraints()
+        out.update(power_limit_min_w=lo / 1000, power_limit_max_w=hi / 1000,
+                   power_limit_w=dev.get_power_management_limit() / 1000)
+    h = host_facts()
+    with ck.lock:
+        ck.results["machine"] = (f"{out.get('gpu_name') or out['amd']['name']}"
+                                 f"{' (FAKE, dry run)' if ck.dry else ''}; "
+                                 f"{h.get('cpu_model')}, {h.get('cpu_count')} cores, "
+                                 f"{h.get('ram_gb')} GiB RAM")
+    return out
+
+
 def sec_idle(ck: Check, deadline: float) -> dict[str, Any]:
     _sync(ck.device)
-    counter = Counter(ck.gpu)
+    counter = Counter(ck.gpu, ck.vendor)
     _, sampler = _meters(ck)
     try:
         sampler.stop(sampler.start())  # its sampling thread runs before the window opens
@@ -437,7 +494,7 @@ def sec_idle(ck: Check, deadline: float) -> dict[str, Any]:
 
 def sec_counter_vs_power(ck: Check, deadline: float) -> dict[str, Any]:
     load = MatmulLoad(ck.device, ck.s.matrix_n)
-    counter = Counter(ck.gpu)
+    counter = Counter(ck.gpu, ck.vendor)
     _, sampler = _meters(ck)
     sampler.stop(sampler.start())  # its sampling thread runs before the window opens
     warm = load.run_for(ck.s.warm_s)  # clocks and the 1 s average settle under load first
@@ -471,7 +528,7 @@ def sec_counter_vs_power(ck: Check, deadline: float) -> dict[str, Any]:
 
 def sec_repeatability(ck: Check, deadline: float) -> dict[str, Any]:
     load = MatmulLoad(ck.device, ck.s.matrix_n)
-    counter = Counter(ck.gpu)
+    counter = Counter(ck.gpu, ck.vendor)
     load.run_for(ck.s.warm_s / 2)
     runs: list[dict[str, float]] = []
     for _ in range(ck.s.repeats):
@@ -492,7 +549,7 @@ def sec_counter_resolution(ck: Check, deadline: float) -> dict[str, Any]:
     from ecopt.meters.base import MIN_WINDOW_PERIODS
 
     load = MatmulLoad(ck.device, ck.s.matrix_n)
-    counter = Counter(ck.gpu)
+    counter = Counter(ck.gpu, ck.vendor)
     meter, _ = _meters(ck)
     meter_period = meter.update_period_s
     # Short chunks: the meter waits for queued work at both ends of its windows, and the
@@ -582,19 +639,27 @@ def _limit_state(ck: Check) -> Path | None:
 
 def sec_power_limits(ck: Check, deadline: float) -> dict[str, Any]:
     from ecopt.errors import PowerLimitError
-    from ecopt.meters.power_limit import gpu_power_limit, power_limit_range
+    from ecopt.meters.power_limit import gpu_power_limit, power_limit_range, power_limit_via
 
+    if ck.vendor == "amd":
+        return {"supported": False, "via": None,
+                "error": "ecopt sets GPU power limits on NVIDIA GPUs only (NVML, or zeusd "
+                         "without root); AMD power caps are not wired in yet"}
     nv, hd = _nvml_handle(ck.gpu)
     try:
+        # As root through NVML; without CAP_SYS_ADMIN through zeusd when ZEUSD_SOCK_PATH names one.
+        via = power_limit_via()
         lo, hi = power_limit_range(gpus=[ck.gpu])
     except PowerLimitError as exc:
         if "does not support" in str(exc):
             return {"supported": False, "error": str(exc)}
+        if "zeusd" in str(exc):
+            return {"supported": True, "permitted": False, "via": "zeusd", "error": str(exc)}
         raise
     original_w = nv.nvmlDeviceGetPowerManagementLimit(hd) / 1000
     limits = [lo, round((lo + hi) / 2), hi]
     load = MatmulLoad(ck.device, ck.s.matrix_n)
-    counter = Counter(ck.gpu)
+    counter = Counter(ck.gpu, ck.vendor)
     rows: list[dict[str, Any]] = []
     state = _limit_state(ck)
     for w in limits:
@@ -608,9 +673,9 @@ def sec_power_limits(ck: Check, deadline: float) -> dict[str, Any]:
                 m = counter.aligned(load, ck.s.limit_s, deadline)
         except PowerLimitError as exc:
             msg = str(exc)
-            if "NO_PERMISSION" in msg:
+            if "NO_PERMISSION" in msg or "zeusd" in msg:
                 return {"range_w": [lo, hi], "original_w": original_w, "supported": True,
-                        "permitted": False, "error": msg}
+                        "permitted": False, "via": via, "error": msg}
             if "does not support" in msg:
                 return {"range_w": [lo, hi], "original_w": original_w, "supported": False,
                         "error": msg}
@@ -624,7 +689,7 @@ def sec_power_limits(ck: Check, deadline: float) -> dict[str, Any]:
     after_w = nv.nvmlDeviceGetPowerManagementLimit(hd) / 1000
     done = [r for r in rows if "skipped" not in r]
     return {"range_w": [lo, hi], "original_w": original_w, "supported": True, "permitted": True,
-            "limits": rows, "restored_w": after_w, "restored": abs(after_w - original_w) < 0.5,
+            "via": via, "limits": rows, "restored_w": after_w, "restored": abs(after_w - original_w) < 0.5,
             "enforced_as_requested": all(r["enforced_w"] is not None
                                          and abs(r["enforced_w"] - r["limit_w"]) < 1.0
                                          for r in done) if done else None}
@@ -642,7 +707,7 @@ def sec_gemma_batch(ck: Check, deadline: float) -> dict[str, Any]:
     gb = _load_experiment("gemma_batch")
     out = ck.out / "gemma_batch"
     grid_vals = [int(x) for x in ck.s.grid.split(",")]
-    common = ["--device", ck.device, "--meter", "nvml", "--quiet", "--threads",
+    common = ["--device", ck.device, "--meter", ck.meter, "--quiet", "--threads",
               str(ck.s.threads), *ck.s.gemma, "--grid", ck.s.grid]
     left = max(5.0, deadline - time.monotonic())
     grid_argv = [*common, "--sampler", "grid", "--out", str(out / "grid_run"),
@@ -706,7 +771,7 @@ def sec_nas_cnn(ck: Check, deadline: float) -> dict[str, Any]:
     nas = _load_experiment("nas_cnn")
     out = ck.out / "nas_cnn"
     left = max(5.0, deadline - time.monotonic())
-    argv = ["--device", ck.device, "--meter", "nvml", "--methods", "qlognehvi", "--no-hand",
+    argv = ["--device", ck.device, "--meter", ck.meter, "--methods", "qlognehvi", "--no-hand",
             "--out", str(out), "--quiet", "--time-budget-s", f"{left:.0f}",
             "--threads", str(ck.s.threads), *ck.s.nas]
     if ck.args.cifar10:
@@ -953,9 +1018,10 @@ def _common_module() -> Any:
 
 
 def _header(ck: Check) -> None:
-    head = _common_module().run_header(ck.command, ("nvml", not ck.dry,
-                                     "FAKE NVML (dry run): no energy was measured" if ck.dry else
-                                     "NVML energy counter and sampled power of the GPU "
+    lib = "amdsmi through Zeus" if ck.vendor == "amd" else "NVML"
+    head = _common_module().run_header(ck.command, (ck.meter, not ck.dry,
+                                     f"FAKE {lib} (dry run): no energy was measured" if ck.dry
+                                     else f"{lib} energy counter and sampled power of the GPU "
                                      "(measured); host CPU energy not included"))
     with ck.lock:
         for k in ("git_commit", "versions"):
@@ -1013,6 +1079,41 @@ def _dry_run_hardware(fake_nvml: contextlib.AbstractContextManager[Any]) -> Iter
             ecopt.meters.get_meter = real  # type: ignore[assignment]
 
 
+def _detect_vendor() -> str:
+    """``"nvidia"`` where NVML starts and lists a GPU, else ``"amd"`` where Zeus finds one."""
+    from ecopt.meters.amd import AMDMeter
+    from ecopt.meters.nvml import NVMLMeter
+
+    if NVMLMeter.probe()[0]:
+        return "nvidia"
+    return "amd" if AMDMeter.probe()[0] else "nvidia"
+
+
+@contextlib.contextmanager
+def _dry_run_amd() -> Iterator[Any]:
+    """The AMD dry run's stand-in: the tests' fake amdsmi under Zeus's real AMD layer."""
+    import pytest
+    from fake_amdsmi import FakeAmdGpu, installed_fake_amdsmi
+
+    import ecopt.meters
+
+    real = ecopt.meters.get_meter
+
+    def get_meter(spec: Any = "auto", **options: Any) -> Any:
+        if spec == "amd":  # a CPU trial declares no GPU: meter the fake one all the same
+            options.setdefault("gpus", [0])
+        return real(spec, **options)
+
+    with pytest.MonkeyPatch.context() as mp:
+        with installed_fake_amdsmi([FakeAmdGpu(name="Fake AMD GPU (dry run)", power_w=250,
+                                               counter_period_s=0.02)], mp) as amd:
+            ecopt.meters.get_meter = get_meter  # type: ignore[assignment]
+            try:
+                yield amd
+            finally:
+                ecopt.meters.get_meter = real  # type: ignore[assignment]
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -1024,6 +1125,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="nvidia-smi's index of the GPU to check (applied as CUDA_VISIBLE_DEVICES "
                         "with CUDA_DEVICE_ORDER=PCI_BUS_ID unless those are set already; with "
                         "CUDA_VISIBLE_DEVICES set, GPU 0 of it is checked)")
+    p.add_argument("--vendor", choices=("auto", "nvidia", "amd"), default="auto",
+                   help="the GPU's vendor: auto picks NVIDIA when NVML works, else AMD (Zeus and "
+                        "amdsmi); the dry run fakes NVIDIA unless told amd")
     p.add_argument("--budget-s", type=float, default=420.0,
                    help="time budget of the whole run (with --grace-s and start-up: < 8 min)")
     p.add_argument("--grace-s", type=float, default=30.0,
@@ -1058,6 +1162,8 @@ def main(argv: list[str] | None = None) -> int:
         # unless told otherwise (and CUDA_VISIBLE_DEVICES indices follow CUDA's numbering).
         os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
         os.environ.setdefault("CUDA_VISIBLE_DEVICES", str(args.gpu))
+    if args.vendor == "auto":
+        args.vendor = "nvidia" if args.dry_run else _detect_vendor()
     ck = Check(args, argv)
     ck.save()
     fake: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
@@ -1070,10 +1176,13 @@ def main(argv: list[str] | None = None) -> int:
         from fake_pynvml import FakeGpu, installed_fake_pynvml
 
         torch.set_num_threads(1)  # toy sizes: one thread, no spinning against other jobs
-        fake = _dry_run_hardware(installed_fake_pynvml([FakeGpu(
-            name="Fake GPU (dry run)", live=True, power_mw=250_000, counter_period_s=0.02,
-            power_limit_mw=300_000, default_limit_mw=300_000, min_limit_mw=100_000,
-            max_limit_mw=350_000)]))
+        if ck.vendor == "amd":
+            fake = _dry_run_amd()
+        else:
+            fake = _dry_run_hardware(installed_fake_pynvml([FakeGpu(
+                name="Fake GPU (dry run)", live=True, power_mw=250_000, counter_period_s=0.02,
+                power_limit_mw=300_000, default_limit_mw=300_000, min_limit_mw=100_000,
+                max_limit_mw=350_000)]))
     else:
         import torch
 

@@ -13,6 +13,14 @@ _here = os.path.dirname(os.path.abspath(__file__))
 if _here not in sys.path:
     sys.path.insert(0, _here)
 
+# Zeus binds pynvml (and amdsmi) when its device layer is first imported: import it now, with
+# the real modules, before any test installs a fake pynvml in sys.modules (the fakes reach Zeus
+# through fixtures that patch its module attributes).
+try:
+    import zeus.device  # noqa: F401
+except ImportError:  # pragma: no cover - the zeus extra is not installed
+    pass
+
 # Keep BLAS/torch from oversubscribing the 2-core CI machine.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 

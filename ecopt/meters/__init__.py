@@ -1,10 +1,11 @@
 """Energy meters with provenance.
 
-``get_meter(spec)`` turns a name (``"auto"``, ``"nvml"``, ``"rapl"``,
-``"codecarbon"``, ``"estimate"``, ``"wallclock"``) or a :class:`Meter` instance
-into a meter, through :mod:`ecopt.registry` (where installed packages add
-their own meters by entry point). Heavy backends (NVML, CodeCarbon) are
-imported only when asked for. :class:`IdleSubtracted` wraps any meter to
+``get_meter(spec)`` turns a name (``"auto"``, ``"nvml"``, ``"amd"``,
+``"apple"``, ``"jetson"``, ``"rapl"``, ``"rapl-zeusd"``, ``"codecarbon"``,
+``"estimate"``, ``"wallclock"``) or a :class:`Meter` instance into a meter,
+through :mod:`ecopt.registry` (where installed packages add their own meters by
+entry point; ``"auto"`` considers them too). Heavy backends (NVML, Zeus,
+CodeCarbon) are imported only when asked for. :class:`IdleSubtracted` wraps any meter to
 measure idle power once per study and subtract it. See docs/energy.md for how
 each meter measures and how "auto" chooses.
 """

@@ -1,14 +1,34 @@
-"""``meter="auto"``: the best meter this machine allows, and why it was chosen.
+"""``meter="auto"``: the best meters this machine allows, found through the registry, and why.
 
-Order (documented in docs/energy.md):
+``auto`` iterates every meter the registry knows (:mod:`ecopt.registry`:
+built in, registered at run time, or from an installed package's entry point
+in group ``ecopt.meters``) whose class sets ``auto_priority``, highest first,
+and takes each one that
 
-1. **NVML** for every visible NVIDIA GPU, **plus RAPL** for CPU packages and
-   DRAM when readable; with GPUs but no readable RAPL, the CPU/RAM side is the
-   labelled estimate (so a trial's energy still covers the host).
-2. Else **CodeCarbon**, if installed *and* it can measure something ecopt's own
-   meters cannot (Apple powermetrics, Windows EMI, Intel Power Gadget, AMD
-   GPUs, a Raspberry Pi's PMIC).
-3. Else the **estimate** (:class:`~ecopt.meters.estimate.EstimateMeter`).
+1. measures nothing a meter already taken measures (``auto_covers``: any of
+   ``gpu``, ``cpu``, ``dram``: no device is counted twice), and
+2. says it works here (:meth:`~ecopt.meters.base.Meter.probe`) and builds.
+
+The built-in priorities (documented in docs/energy.md):
+
+=====================  ========  ==================  =====================================
+meter                  priority  covers              reads
+=====================  ========  ==================  =====================================
+``nvml``               100       gpu                 NVIDIA GPUs (ecopt's NVML code)
+``amd``                90        gpu                 AMD GPUs (Zeus over amdsmi)
+``apple``              80        gpu, cpu, dram      Apple Silicon (Zeus, IOReport)
+``jetson``             80        gpu, cpu            NVIDIA Jetson power rails (Zeus)
+``rapl``               50        cpu, dram           RAPL through powercap sysfs (root)
+``rapl-zeusd``         45        cpu, dram           RAPL through zeusd (no root needed)
+``codecarbon``         10        gpu, cpu, dram      only where it would *measure*
+=====================  ========  ==================  =====================================
+
+So a machine with NVIDIA GPUs and readable RAPL gets ``nvml+rapl``; an AMD
+GPU node whose user has no root but a zeusd gets ``amd+rapl-zeusd``. When a
+GPU meter was taken but nothing measures the CPU, the CPU/RAM side is the
+labelled **estimate** (so a trial's energy still covers the host); when
+nothing measures at all, the estimate alone
+(:class:`~ecopt.meters.estimate.EstimateMeter`).
 
 Why CodeCarbon is skipped when it could only estimate: its CPU fallback is
 TDP x whole-machine load sampled once a second (or TDP/2 flat), and its RAM
@@ -25,9 +45,9 @@ meter's ``describe()`` (hence in ``study.json``).
 from __future__ import annotations
 
 import logging
-import platform
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ecopt.errors import MeterError
@@ -152,131 +172,129 @@ class CompositeMeter(Meter):
             p.close()
 
 
-def _codecarbon_can_measure() -> tuple[bool, str]:
-    """Whether installed CodeCarbon would *measure* here (cheap probes, no tracker)."""
-    from ecopt.meters.codecarbon import codecarbon_installed
-
-    if not codecarbon_installed():
-        return False, "codecarbon is not installed (pip install 'ecopt[codecarbon]')"
-    system = platform.system()
-    if system == "Linux" and not _linux_might_need_codecarbon():
-        # On Linux CodeCarbon measures only through RAPL and NVML (probed by ecopt
-        # itself), amdsmi or a Raspberry Pi PMIC; skip importing it (~0.3 s) otherwise.
-        return False, ("codecarbon is installed but could only estimate here (its TDP x "
-                       "CPU-load fallback and RAM model); ecopt's estimate is used instead "
-                       "(per-process CPU time, stated constants, no background thread)")
-    try:
-        from codecarbon.core import cpu as cccpu
-        from codecarbon.core import gpu as ccgpu
-
-        if system == "Darwin":
-            from codecarbon.core import powermetrics
-
-            if powermetrics.is_powermetrics_available():
-                return True, "CodeCarbon can read Apple powermetrics"
-            if cccpu.is_powergadget_available():
-                return True, "CodeCarbon can read Intel Power Gadget"
-        elif system == "Windows":
-            from codecarbon.core import windows_emi
-
-            if windows_emi.is_emi_available():
-                return True, "CodeCarbon can read the Windows Energy Meter Interface"
-            if cccpu.is_powergadget_available():
-                return True, "CodeCarbon can read Intel Power Gadget"
-        if ccgpu.is_rocm_system():
-            return True, "CodeCarbon can read AMD GPUs through amdsmi"
-        if cccpu.is_raspberry():
-            return True, "CodeCarbon can read the Raspberry Pi PMIC"
-    except Exception as exc:  # a broken optional install must not break auto
-        return False, f"codecarbon probe failed ({type(exc).__name__}: {exc})"
-    return False, ("codecarbon is installed but could only estimate here (its TDP x CPU-load "
-                   "fallback and RAM model); ecopt's estimate is used instead (per-process CPU "
-                   "time, stated constants, no background thread)")
+@dataclass(frozen=True)
+class _Candidate:
+    name: str
+    cls: type[Meter] | None
+    priority: int
+    error: str = ""
 
 
-def _linux_might_need_codecarbon() -> bool:
-    import importlib.util
-    from pathlib import Path
+def _candidates() -> list[_Candidate]:
+    """Every registered meter ``auto`` may consider (``auto_priority`` set), best first.
 
-    try:
-        if importlib.util.find_spec("amdsmi") is not None:
-            return True
-    except (ImportError, ValueError):
-        pass
-    try:
-        return "raspberry" in Path("/proc/device-tree/model").read_text(errors="ignore").lower()
-    except OSError:
-        return False
+    A third-party entry point that fails to load is listed with its error
+    (``cls=None``) rather than breaking ``auto``.
+    """
+    from ecopt import registry
+
+    out: list[_Candidate] = []
+    for name in registry.names("meters"):
+        try:
+            f = registry.factory("meters", name)
+        except Exception as exc:  # noqa: BLE001 - a broken plug-in must not break auto
+            out.append(_Candidate(name, None, -1, f"{type(exc).__name__}: {exc}"))
+            continue
+        prio = getattr(f, "auto_priority", None)
+        if isinstance(f, type) and issubclass(f, Meter) and isinstance(prio, int):
+            out.append(_Candidate(name, f, prio))
+    return sorted(out, key=lambda c: (-c.priority, c.name))
 
 
-def probe_backends(rapl_root: str | None = None) -> dict[str, dict[str, Any]]:
-    """Try each backend and say whether it works here and why not.
+def _options(rapl_root: str | None, meter_options: Mapping[str, Mapping[str, Any]] | None
+             ) -> dict[str, dict[str, Any]]:
+    opts = {k: dict(v) for k, v in (meter_options or {}).items()}
+    if rapl_root is not None:
+        opts.setdefault("rapl", {})["root"] = rapl_root
+    return opts
+
+
+def probe_backends(rapl_root: str | None = None,
+                   meter_options: Mapping[str, Mapping[str, Any]] | None = None
+                   ) -> dict[str, dict[str, Any]]:
+    """Probe every meter ``auto`` may use (the registry's, best first) and say why not.
+
+    Nothing is built: each meter's :meth:`~ecopt.meters.base.Meter.probe` answers.
+
+    Args:
+        rapl_root: Powercap root for ``rapl`` (tests use a fake tree).
+        meter_options: Meter name -> options its probe and constructor get.
 
     Returns:
-        Backend name -> ``{"available": bool, "why": str, "meter": Meter | None}``.
-        Meters returned here are open: close the ones you do not keep.
+        Meter name -> ``{"available": bool, "why": str, "priority": int,
+        "covers": [...]}``, plus ``"estimate"`` (always available).
     """
+    opts = _options(rapl_root, meter_options)
     out: dict[str, dict[str, Any]] = {}
-    from ecopt.meters.nvml import NVMLMeter
-    from ecopt.meters.rapl import DEFAULT_POWERCAP_ROOT, RaplMeter
-
-    try:
-        m: Meter = NVMLMeter()
-        out["nvml"] = {"available": True, "meter": m,
-                       "why": f"NVML reads {len(m.components)} GPU(s): "  # type: ignore[attr-defined]
-                              + ", ".join(f"{g['component']} {g['name']} ({g['method']})"
-                                          for g in m.describe()["gpus"])}
-    except Exception as exc:
-        out["nvml"] = {"available": False, "meter": None, "why": f"{type(exc).__name__}: {exc}"}
-    try:
-        m = RaplMeter(root=rapl_root or DEFAULT_POWERCAP_ROOT)
-        out["rapl"] = {"available": True, "meter": m,
-                       "why": "RAPL reads " + ", ".join(m.components)}  # type: ignore[attr-defined]
-    except Exception as exc:
-        out["rapl"] = {"available": False, "meter": None, "why": f"{type(exc).__name__}: {exc}"}
-    ok, why = _codecarbon_can_measure()
-    out["codecarbon"] = {"available": ok, "meter": None, "why": why}
-    out["estimate"] = {"available": True, "meter": None,
+    for c in _candidates():
+        if c.cls is None:
+            out[c.name] = {"available": False, "why": c.error, "priority": None, "covers": []}
+            continue
+        ok, why = c.cls.probe(**opts.get(c.name, {}))
+        out[c.name] = {"available": ok, "why": why or "usable", "priority": c.priority,
+                       "covers": sorted(c.cls.auto_covers)}
+    out["estimate"] = {"available": True, "priority": None, "covers": ["cpu", "ram"],
                        "why": "always available: CPU time x W/core + RSS x W/GB (an estimate)"}
     return out
 
 
-def build_auto(rapl_root: str | None = None, warn: bool = True, **estimate_options: Any
-               ) -> CompositeMeter:
-    """Build the ``auto`` meter (see the module docstring for the order).
+def build_auto(rapl_root: str | None = None, warn: bool = True,
+               meter_options: Mapping[str, Mapping[str, Any]] | None = None,
+               **estimate_options: Any) -> CompositeMeter:
+    """Build the ``auto`` meter (see the module docstring for the rule).
 
     Args:
-        rapl_root: Powercap root (tests use a fake tree).
+        rapl_root: Powercap root for ``rapl`` (tests use a fake tree).
         warn: Emit :class:`MeterFallbackWarning` when falling back.
+        meter_options: Meter name -> options for its probe and constructor
+            (e.g. ``{"amd": {"gpus": [0]}}``).
         **estimate_options: Passed to :class:`EstimateMeter` where it is used.
     """
     from ecopt.meters.estimate import EstimateMeter
 
-    probes = probe_backends(rapl_root)
-    why: list[str] = [f"{k}: {v['why']}" for k, v in probes.items() if k != "estimate"]
+    opts = _options(rapl_root, meter_options)
+    why: list[str] = []
     parts: list[Meter] = []
-    nv, rp = probes["nvml"], probes["rapl"]
-    if nv["available"]:
-        parts.append(nv["meter"])
-    if rp["available"]:
-        parts.append(rp["meter"])
-    elif nv["available"]:
-        est = EstimateMeter(**estimate_options)
-        parts.append(est)
-        why.append("no readable RAPL: the host CPU/RAM side is the estimate (measured=False)")
-        _fallback(warn, "meter='auto': GPUs are measured with NVML but no RAPL is readable, so "
-                        "CPU/RAM energy is estimated (labelled estimate-*); " + rp["why"])
+    covered: dict[str, str] = {}  # "gpu" -> the name of the meter that measures it
+    cpu_why: list[str] = []
+    for c in _candidates():
+        if c.cls is None:
+            why.append(f"{c.name}: {c.error}")
+            continue
+        overlap = sorted(c.cls.auto_covers & set(covered))
+        if overlap:
+            why.append(f"{c.name}: not used: {', '.join(overlap)} already measured by "
+                       + ", ".join(sorted({covered[k] for k in overlap})))
+            continue
+        o = opts.get(c.name, {})
+        ok, reason = c.cls.probe(**o)
+        if ok:
+            try:
+                m = c.cls(**o)
+            except Exception as exc:  # noqa: BLE001 - recorded, and auto goes on
+                ok, reason = False, f"{type(exc).__name__}: {exc}"
+        if not ok:
+            why.append(f"{c.name}: {reason}")
+            if "cpu" in c.cls.auto_covers and "gpu" not in c.cls.auto_covers:
+                cpu_why.append(f"{c.name}: {reason}")
+            continue
+        parts.append(m)
+        covered.update({k: c.name for k in c.cls.auto_covers})
+        why.append(f"{c.name}: {m.summary()}")
+    if parts and "cpu" not in covered:
+        parts.append(EstimateMeter(**estimate_options))
+        why.append("no CPU meter works here: the host CPU/RAM side is the estimate "
+                   "(measured=False)")
+        _fallback(warn, f"meter='auto': {' + '.join(p.name for p in parts[:-1])} measures the "
+                        "GPU(s) but no CPU meter works here, so CPU/RAM energy is estimated "
+                        "(labelled estimate-*); " + "; ".join(cpu_why))
     if parts:
+        why.append("chose " + " + ".join(p.name for p in parts))
         return CompositeMeter(parts, why, auto=True)
-    if probes["codecarbon"]["available"]:
-        from ecopt.meters.codecarbon import CodeCarbonMeter
-
-        cc = CodeCarbonMeter()
-        why.append("chose CodeCarbon: " + probes["codecarbon"]["why"])
-        return CompositeMeter([cc], why, auto=True)
     why.append("chose the estimate: nothing here can measure energy")
-    _fallback(warn, "meter='auto': no NVML GPU, no readable RAPL and no CodeCarbon measuring "
-                    "backend on this machine; energy is ESTIMATED from CPU time "
+    _fallback(warn, "meter='auto': no registered meter can measure energy on this machine (no "
+                    "NVIDIA or AMD GPU, Apple Silicon, Jetson, readable RAPL, zeusd or "
+                    "CodeCarbon measuring backend); energy is ESTIMATED from CPU time "
                     "(source estimate-cpu-time, measured=False). Run `ecopt meters` for details.")
     return CompositeMeter([EstimateMeter(**estimate_options)], why, auto=True)
 

@@ -6,7 +6,10 @@ covers (``gpu:0``, ``cpu:package-0``, ``dram:0``, ``ram``...), where the number
 came from (``source``) and whether it was measured or estimated.
 
 A new meter is one file: subclass :class:`Meter`, implement ``is_available``,
-``_start`` and ``_stop``, and add one line to the factory in ``ecopt.meters``.
+``_start`` and ``_stop``, set ``auto_priority`` and ``auto_covers`` if
+``meter="auto"`` should consider it, and add one line to
+:data:`ecopt.registry.BUILTIN` (or, from another package, one entry point in
+group ``ecopt.meters``): ``auto`` and ``ecopt meters`` iterate the registry.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from ecopt.errors import MeterError
 from ecopt.meters.gpus import current_gpu_scope
@@ -35,7 +38,12 @@ __all__ = [
     "FLAG_LOWER_BOUND",
     "MIN_WINDOW_PERIODS",
     "DEFAULT_MIN_WINDOW_S",
+    "AUTO_COVERS",
 ]
+
+#: What a meter can measure, for ``meter="auto"`` to combine meters without counting a
+#: device twice (:attr:`Meter.auto_covers`): GPUs (or an SoC's GPU), CPU packages, DRAM.
+AUTO_COVERS = frozenset({"gpu", "cpu", "dram"})
 
 #: The shortest window a meter resolves unless it says otherwise (:meth:`Meter.min_window_s`):
 #: a CPU-time estimate or a counter read at both ends is good to a few milliseconds, so a
@@ -186,6 +194,12 @@ class Meter(ABC):
 
     #: Short name recorded in the trial log.
     name: str = "meter"
+    #: Where ``meter="auto"`` tries this meter among the registered ones: higher first.
+    #: ``None`` (the default) keeps it out of ``auto``: it is used only when named.
+    auto_priority: ClassVar[int | None] = None
+    #: What it measures (a subset of :data:`AUTO_COVERS`): ``auto`` takes a meter only
+    #: when no meter it already took covers any of these (no device counted twice).
+    auto_covers: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self) -> None:
         self._ids = itertools.count(1)
@@ -193,9 +207,34 @@ class Meter(ABC):
         self._lock = threading.Lock()
 
     @classmethod
-    def is_available(cls) -> bool:
-        """Whether this meter can work on this machine (never raises)."""
+    def is_available(cls, **options: Any) -> bool:
+        """Whether this meter can work on this machine (a cheap probe; never raises).
+
+        Args:
+            **options: The constructor's options that decide it (e.g. RAPL's
+                ``root``); others are ignored.
+        """
         return True
+
+    @classmethod
+    def probe(cls, **options: Any) -> tuple[bool, str]:
+        """:meth:`is_available`, and why not: what ``auto`` and ``ecopt meters`` report.
+
+        Meters override it to say what is missing and how to fix it; the
+        default says only that :meth:`is_available` is false.
+        """
+        try:
+            ok = bool(cls.is_available(**options))
+        except Exception as exc:  # noqa: BLE001 - a probe never raises
+            return False, f"{type(exc).__name__}: {exc}"
+        return ok, "" if ok else f"{cls.__name__}.is_available() is False on this machine"
+
+    def summary(self) -> str:
+        """One line on what this meter reads here (for ``ecopt meters``)."""
+        sources = self.describe().get("sources")
+        if isinstance(sources, dict) and sources:
+            return f"{self.name} reads " + ", ".join(f"{k} ({v})" for k, v in sources.items())
+        return f"{self.name} is usable"
 
     def __getstate__(self) -> dict[str, Any]:
         # Meters travel to worker processes with their settings, not their

@@ -26,14 +26,16 @@ from __future__ import annotations
 
 import importlib
 import logging
+import platform
 import re
+from pathlib import Path
 import tempfile
 from typing import Any
 
 from ecopt.errors import MeterError, MeterUnavailableError
 from ecopt.meters.base import ComponentEnergy, Meter
 
-__all__ = ["CodeCarbonMeter", "codecarbon_installed"]
+__all__ = ["CodeCarbonMeter", "codecarbon_installed", "codecarbon_can_measure"]
 
 _INSTALL_HINT = "pip install 'ecopt[codecarbon]'"
 _KWH_TO_J = 3.6e6
@@ -51,6 +53,63 @@ def codecarbon_installed() -> bool:
     try:
         return importlib.util.find_spec("codecarbon") is not None
     except (ImportError, ValueError):
+        return False
+
+
+def codecarbon_can_measure() -> tuple[bool, str]:
+    """Whether installed CodeCarbon would *measure* here (cheap probes, no tracker)."""
+    if not codecarbon_installed():
+        return False, "codecarbon is not installed (pip install 'ecopt[codecarbon]')"
+    system = platform.system()
+    if system == "Linux" and not _linux_might_need_codecarbon():
+        # On Linux CodeCarbon measures only through RAPL and NVML (probed by ecopt
+        # itself), amdsmi or a Raspberry Pi PMIC; skip importing it (~0.3 s) otherwise.
+        return False, ("codecarbon is installed but could only estimate here (its TDP x "
+                       "CPU-load fallback and RAM model); ecopt's estimate is used instead "
+                       "(per-process CPU time, stated constants, no background thread)")
+    try:
+        from codecarbon.core import cpu as cccpu
+        from codecarbon.core import gpu as ccgpu
+
+        if system == "Darwin":
+            from codecarbon.core import powermetrics
+
+            if powermetrics.is_powermetrics_available():
+                return True, "CodeCarbon can read Apple powermetrics"
+            if cccpu.is_powergadget_available():
+                return True, "CodeCarbon can read Intel Power Gadget"
+        elif system == "Windows":
+            from codecarbon.core import windows_emi
+
+            if windows_emi.is_emi_available():
+                return True, "CodeCarbon can read the Windows Energy Meter Interface"
+            if cccpu.is_powergadget_available():
+                return True, "CodeCarbon can read Intel Power Gadget"
+        if ccgpu.is_rocm_system():
+            return True, "CodeCarbon can read AMD GPUs through amdsmi"
+        if cccpu.is_raspberry():
+            return True, "CodeCarbon can read the Raspberry Pi PMIC"
+    except Exception as exc:  # a broken optional install must not break auto
+        return False, f"codecarbon probe failed ({type(exc).__name__}: {exc})"
+    return False, ("codecarbon is installed but could only estimate here (its TDP x CPU-load "
+                   "fallback and RAM model); ecopt's estimate is used instead (per-process CPU "
+                   "time, stated constants, no background thread)")
+
+
+def _linux_might_need_codecarbon() -> bool:
+    import importlib.util
+
+    try:
+        # AMD GPUs are ecopt's own through Zeus (meter "amd"); CodeCarbon's amdsmi path
+        # matters only where Zeus is not installed.
+        if (importlib.util.find_spec("amdsmi") is not None
+                and importlib.util.find_spec("zeus") is None):
+            return True
+    except (ImportError, ValueError):
+        pass
+    try:
+        return "raspberry" in Path("/proc/device-tree/model").read_text(errors="ignore").lower()
+    except OSError:
         return False
 
 
@@ -77,6 +136,9 @@ class CodeCarbonMeter(Meter):
     """
 
     name = "codecarbon"
+    #: Last: auto takes it only where nothing of ecopt's own measures (see ecopt.meters.auto).
+    auto_priority = 10
+    auto_covers = frozenset({"gpu", "cpu", "dram"})
 
     def __init__(self, country_iso_code: str = "USA", measure_power_secs: float = 1.0,
                  tracking_mode: str = "machine", gpu_ids: list[int] | None = None) -> None:
@@ -116,8 +178,14 @@ class CodeCarbonMeter(Meter):
         self._modes = None
 
     @classmethod
-    def is_available(cls) -> bool:
+    def is_available(cls, **options: Any) -> bool:
+        """Whether CodeCarbon is installed (so ``meter="codecarbon"`` works)."""
         return codecarbon_installed()
+
+    @classmethod
+    def probe(cls, **options: Any) -> tuple[bool, str]:
+        """For ``auto``: only where CodeCarbon would *measure* (:func:`codecarbon_can_measure`)."""
+        return codecarbon_can_measure()
 
     def _ensure(self) -> Any:
         """Build CodeCarbon's tracker and detect its hardware (about 1-2 s, once)."""

@@ -57,10 +57,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ecopt.errors import MeterError, MeterUnavailableError
+from ecopt.meters._counter import counter_window_energy, measure_update_period
 from ecopt.meters.base import (
     FLAG_AVERAGE_POWER,
     FLAG_LOWER_BOUND,
-    FLAG_SHORT_WINDOW,
     MIN_WINDOW_PERIODS,
     ComponentEnergy,
     Meter,
@@ -135,33 +135,19 @@ def measure_counter_period(nv: Any, handle: Any, max_s: float = 0.5, changes: in
                            poll_s: float = 0.0005) -> float | None:
     """The energy counter's update period, measured by polling it until it changed ``changes`` times.
 
-    The period is the mean gap between the observed changes (each seen within
-    ``poll_s`` of happening, so the mean over ``changes - 1`` gaps is off by at
-    most ``poll_s / (changes - 1)``).
+    :func:`ecopt.meters._counter.measure_update_period` over
+    ``nvmlDeviceGetTotalEnergyConsumption``.
 
     Args:
         nv: The initialised ``pynvml`` module.
         handle: The GPU's handle.
-        max_s: Give up after this long (a GPU that draws power changes its
-            counter at every refresh, so only a stuck or fake counter gets here).
-        changes: Changes to observe (``>= 2``).
-        poll_s: Sleep between reads.
+        max_s, changes, poll_s: See :func:`~ecopt.meters._counter.measure_update_period`.
 
     Returns:
         Seconds, or ``None`` when fewer than two changes were seen in ``max_s``.
     """
-    t_end = time.perf_counter() + max_s
-    last = nv.nvmlDeviceGetTotalEnergyConsumption(handle)
-    seen: list[float] = []
-    while len(seen) < changes and time.perf_counter() < t_end:
-        time.sleep(poll_s)
-        e = nv.nvmlDeviceGetTotalEnergyConsumption(handle)
-        if e != last:
-            seen.append(time.perf_counter())
-            last = e
-    if len(seen) < 2:
-        return None
-    return (seen[-1] - seen[0]) / (len(seen) - 1)
+    return measure_update_period(lambda: nv.nvmlDeviceGetTotalEnergyConsumption(handle), max_s,
+                                 changes, poll_s)
 
 
 @dataclass
@@ -231,6 +217,8 @@ class NVMLMeter(Meter):
     """
 
     name = "nvml"
+    auto_priority = 100
+    auto_covers = frozenset({"gpu"})
 
     def __init__(self, gpus: list[int] | tuple[int, ...] | None = None, mode: str = "auto",
                  sampling_period_s: float = 0.1, counter_period_s: float | None = None) -> None:
@@ -346,13 +334,24 @@ class NVMLMeter(Meter):
         self._setup()
 
     @classmethod
-    def is_available(cls) -> bool:
+    def is_available(cls, **options: Any) -> bool:
+        return cls.probe(**options)[0]
+
+    @classmethod
+    def probe(cls, **options: Any) -> tuple[bool, str]:
+        """Whether NVML starts and lists a GPU (no counter polling), and why not."""
         try:
-            nv = importlib.import_module("pynvml")
+            nv = _pynvml()
             nv.nvmlInit()
-            return int(nv.nvmlDeviceGetCount()) > 0
-        except Exception:
-            return False
+            n = int(nv.nvmlDeviceGetCount())
+        except Exception as exc:  # noqa: BLE001 - a probe never raises
+            return False, f"{type(exc).__name__}: {exc}"
+        return (True, "") if n > 0 else (False, "NVML starts but lists no GPU")
+
+    def summary(self) -> str:
+        return (f"NVML reads {len(self._gpus)} GPU(s): "
+                + ", ".join(f"{g['component']} {g['name']} ({g['method']})"
+                            for g in self.describe()["gpus"]))
 
     @property
     def update_period_s(self) -> float:
@@ -459,40 +458,10 @@ class NVMLMeter(Meter):
                 notes.append("energy counter reset during the window (driver reload or GPU "
                              "reset); energy is a lower bound")
                 flags.append(FLAG_LOWER_BOUND)
-        counter_j = delta / 1000.0
-        period = g.period_s
-        ms = duration_s * 1000
-        if delta == 0 or duration_s < period:
-            # The counter cannot resolve this window: price it at the power now.
-            flags.append(FLAG_SHORT_WINDOW)
-            try:
-                power_w = self.power_w(g)
-            except self._nv.NVMLError as exc:
-                notes.append(f"window of {ms:.3g} ms is shorter than the energy counter's "
-                             f"update period ({period * 1000:.3g} ms) and power is unreadable "
-                             f"({exc}): energy may be underestimated")
-                return ComponentEnergy(counter_j, "nvml-energy-counter", True,
-                                       "; ".join(notes), tuple(sorted(set(flags))))
-            source = "nvml-instant-power" if g.instant else "nvml-average-power"
-            if not g.instant:
-                flags.append(FLAG_AVERAGE_POWER)
-            # Not max(counter, power x duration): a tick inside a sub-period window moves the
-            # counter by a whole period's energy, several times the window's own (seen on an
-            # H200: +60% to +380% on 10-60 ms windows at a 100 ms period).
-            notes.append(f"window of {ms:.3g} ms is shorter than the energy counter's update "
-                         f"period ({period * 1000:.3g} ms, {g.period_how}; counter moved "
-                         f"{counter_j:.4g} J): energy = {power_w:.4g} W {g.reading} power x "
-                         "duration")
-            return ComponentEnergy(power_w * duration_s, source, True,
-                                   "; ".join(notes), tuple(sorted(set(flags))))
-        if duration_s < MIN_WINDOW_PERIODS * period:
-            flags.append(FLAG_SHORT_WINDOW)
-            notes.append(f"window of {ms:.3g} ms spans {duration_s / period:.3g} energy-counter "
-                         f"periods ({period * 1000:.3g} ms, {g.period_how}), fewer than "
-                         f"{MIN_WINDOW_PERIODS}: each end may be one period stale, up to "
-                         f"{100 * period / duration_s:.0f}% of the energy")
-        return ComponentEnergy(counter_j, "nvml-energy-counter", True,
-                               "; ".join(notes) or None, tuple(sorted(set(flags))))
+        return counter_window_energy(delta, duration_s, g.period_s, g.period_how,
+                                     lambda: self.power_w(g), (self._nv.NVMLError,),
+                                     prefix="nvml", instant=g.instant, reading=g.reading,
+                                     notes=notes, flags=flags)
 
     def describe(self) -> dict[str, Any]:
         return {

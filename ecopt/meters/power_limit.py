@@ -43,7 +43,13 @@ the user attribute ``power_limit``).
 
 Permissions: changing a power limit needs root (the ``CAP_SYS_ADMIN``
 capability); NVML answers ``NVML_ERROR_NO_PERMISSION`` otherwise, which
-raises :class:`~ecopt.errors.PowerLimitError` saying so. Persistence mode
+raises :class:`~ecopt.errors.PowerLimitError` saying so. **Without root, through
+zeusd**: where Zeus's daemon runs (as root) and ``ZEUSD_SOCK_PATH`` (or
+``ZEUSD_HOST_PORT``) names it, a process without ``CAP_SYS_ADMIN`` sets and
+restores limits through it (Zeus's ``ZeusdClient.set_power_limit``; the daemon
+numbers GPUs by NVML index, which ecopt's UUID mapping gives); reading the
+limits and the state file stay as above. The daemon needs its ``gpu-control``
+API group on (and, with authentication, a token with that scope). Persistence mode
 (``sudo nvidia-smi -pm 1``) keeps the driver loaded between processes so a
 limit is not lost when no process holds the GPU.
 
@@ -76,7 +82,8 @@ from ecopt._types import is_finite_number
 from ecopt.errors import MeterError, MeterUnavailableError, PowerLimitError
 
 __all__ = ["GpuLimit", "power_limit_range", "gpu_power_limit", "PowerLimitObjective",
-           "restore_stale_power_limits", "default_state_path", "STATE_ENV", "gpu_cli_main"]
+           "restore_stale_power_limits", "default_state_path", "STATE_ENV", "gpu_cli_main",
+           "power_limit_via"]
 
 logger = logging.getLogger("ecopt.power_limit")
 
@@ -339,9 +346,68 @@ def _write(path: Path, state: dict[str, Any]) -> None:
 # -- setting and restoring -------------------------------------------------------------------
 
 
-def _set(nv: Any, h: Any, cuda_index: int, watts: float) -> None:
+def _has_sys_admin() -> bool:
+    """Whether this process holds CAP_SYS_ADMIN (what NVML wants to change a power limit)."""
     try:
-        nv.nvmlDeviceSetPowerManagementLimit(h, int(round(watts * 1000)))
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("CapEff:"):
+                return bool(int(line.split()[1], 16) & (1 << 21))
+    except (OSError, ValueError, IndexError):
+        pass
+    return hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+def _zeusd() -> Any | None:
+    """Zeus's zeusd client when limits go through zeusd, else ``None``.
+
+    They do when a zeusd is named (``ZEUSD_SOCK_PATH`` / ``ZEUSD_HOST_PORT``) and
+    this process lacks CAP_SYS_ADMIN: the root daemon sets them on its behalf
+    (``POST /gpu/set_power_limit``; zeusd numbers GPUs as NVML does).
+
+    Raises:
+        PowerLimitError: when the named zeusd does not answer or does not let this
+            process control GPUs.
+    """
+    from ecopt.meters._zeus import zeusd_client, zeusd_configured
+
+    if not zeusd_configured() or _has_sys_admin():
+        return None
+    try:
+        client = zeusd_client(what="setting a GPU power limit")
+    except MeterUnavailableError as exc:
+        raise PowerLimitError(str(exc)) from None
+    if not client.can_control_gpu:
+        raise PowerLimitError(
+            f"zeusd at {client.endpoint} does not let this process set GPU power limits (its "
+            "gpu-control API group is off, or the token in ZEUSD_TOKEN lacks that scope); ask "
+            "the administrator to enable it, or run as root")
+    return client
+
+
+def power_limit_via() -> str:
+    """How this process would set a power limit: ``"nvml"`` or ``"zeusd (<endpoint>)"``.
+
+    Raises:
+        PowerLimitError: when a zeusd is named but does not answer or refuses GPU control.
+    """
+    zd = _zeusd()
+    return "nvml" if zd is None else f"zeusd ({zd.endpoint})"
+
+
+def _set(nv: Any, h: Any, cuda_index: int, watts: float, nvml_index: int | None = None,
+         zd: Any = None) -> None:
+    mw = int(round(watts * 1000))
+    if zd is not None:
+        index = int(nv.nvmlDeviceGetIndex(h)) if nvml_index is None else nvml_index
+        try:
+            zd.set_power_limit([index], mw, block=True)
+        except Exception as exc:  # noqa: BLE001 - ZeusdError and transport errors alike
+            raise PowerLimitError(f"zeusd at {zd.endpoint} failed setting the power limit of GPU "
+                                  f"{cuda_index} (NVML index {index}) to {watts:.12g} W: "
+                                  f"{exc}") from None
+        return
+    try:
+        nv.nvmlDeviceSetPowerManagementLimit(h, mw)
     except nv.NVMLError as exc:
         code = _error_code(exc)
         if code == getattr(nv, "NVML_ERROR_NO_PERMISSION", 4):
@@ -363,6 +429,7 @@ def _restore_stale(state: dict[str, Any], nv_factory: Callable[[], Any],
     me = os.getpid()
     out: list[dict[str, Any]] = []
     nv: Any = None
+    zd: Any = None
     for uuid, e in list(state["entries"].items()):
         if not isinstance(e, dict):
             rec = {"uuid": uuid, "outcome": "dropped: unreadable entry"}
@@ -394,10 +461,14 @@ def _restore_stale(state: dict[str, Any], nv_factory: Callable[[], Any],
         try:
             if nv is None:
                 nv = nv_factory()
+                zd = _zeusd()
             h = nv.nvmlDeviceGetHandleByUUID(uuid)
             mw = (int(nv.nvmlDeviceGetPowerManagementDefaultLimit(h)) if original is None
                   else original)
-            nv.nvmlDeviceSetPowerManagementLimit(h, mw)
+            if zd is not None:
+                _set(nv, h, int(e.get("cuda_index", -1)), mw / 1000.0, zd=zd)
+            else:
+                nv.nvmlDeviceSetPowerManagementLimit(h, mw)
         except Exception as exc:  # noqa: BLE001 - reported, entry kept for a retry
             reason = str(exc)
             if nv is not None and _error_code(exc) == getattr(nv, "NVML_ERROR_NO_PERMISSION", 4):
@@ -509,6 +580,7 @@ def gpu_power_limit(watts: float, gpus: Sequence[int] | None = None, trial: Any 
     path = Path(state_path) if state_path is not None else default_state_path()
     nv = _nvml()
     targets = _handles(nv, gpus)
+    zd = _zeusd()
     pid, start, boot = os.getpid(), _process_start(os.getpid()), _boot_id()
     since = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     with _locked_state(path) as state:
@@ -541,6 +613,7 @@ def gpu_power_limit(watts: float, gpus: Sequence[int] | None = None, trial: Any 
                                         "max_mw": int(round(f.max_w * 1000))}
     originals = {f.uuid: f for f in facts}
     handles = {g.uuid: g.handle for g in targets}
+    nvml_indices = {g.uuid: g.nvml_index for g in targets}
     changed: list[str] = []  # UUIDs whose limit this block changed, in order
 
     def put_back(blocking: bool) -> list[str]:
@@ -550,7 +623,7 @@ def gpu_power_limit(watts: float, gpus: Sequence[int] | None = None, trial: Any 
         for u in list(changed):
             f = originals[u]
             try:
-                _set(nv, handles[u], f.cuda_index, f.original_w)
+                _set(nv, handles[u], f.cuda_index, f.original_w, nvml_indices[u], zd)
                 release.append(u)
             except PowerLimitError as exc:
                 failures.append(str(exc))
@@ -567,7 +640,7 @@ def gpu_power_limit(watts: float, gpus: Sequence[int] | None = None, trial: Any 
     try:
         with _SignalGuard(lambda: put_back(blocking=False)):
             for f, g in zip(facts, targets):
-                _set(nv, g.handle, f.cuda_index, watts)
+                _set(nv, g.handle, f.cuda_index, watts, g.nvml_index, zd)
                 changed.append(f.uuid)
             facts = [GpuLimit(**{**f.to_dict(), "set_w": watts,
                                  "enforced_w": _enforced_w(nv, g.handle)})

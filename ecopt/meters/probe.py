@@ -31,11 +31,8 @@ def probe_report(probe_s: float = 0.0, rapl_root: str | None = None) -> dict[str
         raise ValueError(f"--probe-s >= 0 must hold, got {probe_s}")
     from ecopt.meters.auto import build_auto, probe_backends
 
-    probes = probe_backends(rapl_root)
-    backends = {k: {"available": v["available"], "why": v["why"]} for k, v in probes.items()}
-    for v in probes.values():
-        if v["meter"] is not None:
-            v["meter"].close()
+    backends = {k: {"available": v["available"], "why": v["why"]}
+                for k, v in probe_backends(rapl_root).items()}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         meter = build_auto(rapl_root=rapl_root)
@@ -75,6 +72,9 @@ def _components_of(auto: dict[str, Any]) -> list[tuple[str, str, bool]]:
             rows.append(("cpu", "estimate-cpu-time", False))
             if p.get("ram_w_per_gb", 0) > 0:
                 rows.append(("ram", "estimate-ram", False))
+        else:  # every other meter (Zeus-backed ones, third-party ones) names its sources
+            for c, src in (p.get("sources") or {}).items():
+                rows.append((c, str(src), bool(p.get("measured", False))))
     return rows
 
 
@@ -99,7 +99,7 @@ def cli_main(args: argparse.Namespace) -> int:
           f" ({'MEASURED' if auto.get('measured') else 'ESTIMATED: energy figures are estimates'})",
           file=out)
     for line in auto.get("why", []):
-        if line.startswith("chose") or line.startswith("no readable"):
+        if line.startswith("chose") or line.startswith("no CPU meter"):
             print(f"  because: {line}", file=out)
     print("", file=out)
     print("  component        source                    measured", file=out)

@@ -129,6 +129,8 @@ class RaplMeter(Meter):
     """
 
     name = "rapl"
+    auto_priority = 50
+    auto_covers = frozenset({"cpu", "dram"})
 
     def __init__(self, root: str | Path = DEFAULT_POWERCAP_ROOT,
                  domains: tuple[str, ...] | list[str] = ("package", "dram"),
@@ -185,12 +187,24 @@ class RaplMeter(Meter):
         self._setup()
 
     @classmethod
-    def is_available(cls, root: str | Path = DEFAULT_POWERCAP_ROOT) -> bool:
+    def is_available(cls, root: str | Path = DEFAULT_POWERCAP_ROOT, **options: Any) -> bool:
         try:
             doms = find_rapl_domains(root)
             return bool(doms) and all(_read_uj(d.path) >= 0 for d in doms)
         except Exception:
             return False
+
+    @classmethod
+    def probe(cls, **options: Any) -> tuple[bool, str]:
+        """Builds the meter (cheap: no thread until a window opens) to say exactly why not."""
+        try:
+            cls(**options).close()
+        except Exception as exc:  # noqa: BLE001 - a probe never raises
+            return False, f"{type(exc).__name__}: {exc}"
+        return True, ""
+
+    def summary(self) -> str:
+        return "RAPL reads " + ", ".join(self.components)
 
     @property
     def components(self) -> list[str]:

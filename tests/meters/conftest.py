@@ -89,6 +89,86 @@ def powercap(tmp_path):
 
 
 @pytest.fixture
+def fake_amd(monkeypatch):
+    """Install a fake ``amdsmi`` under Zeus; call the fixture's value with a list of FakeAmdGpu."""
+    pytest.importorskip("zeus.device")
+    from contextlib import ExitStack
+
+    from fake_amdsmi import FakeAmdGpu, installed_fake_amdsmi
+
+    monkeypatch.delenv("HIP_VISIBLE_DEVICES", raising=False)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    with ExitStack() as stack:
+        def install(gpus=None, init_error=None):
+            return stack.enter_context(installed_fake_amdsmi(
+                gpus if gpus is not None else [FakeAmdGpu()], monkeypatch, init_error))
+
+        yield install
+
+
+@pytest.fixture
+def zeusd(tmp_path, monkeypatch):
+    """Start a fake zeusd on a Unix socket in a temp dir; ZEUSD_SOCK_PATH names it.
+
+    Call the fixture's value with the daemon's state (``powercap=``, ``nvml=``,
+    ``groups=``...); it returns the :class:`fake_zeusd.FakeZeusd`.
+    """
+    pytest.importorskip("zeus.utils.zeusd")
+    from contextlib import ExitStack
+
+    from fake_zeusd import running_zeusd
+
+    monkeypatch.delenv("ZEUSD_HOST_PORT", raising=False)
+    monkeypatch.delenv("ZEUSD_TOKEN", raising=False)
+    import shutil
+    import tempfile
+
+    # Not under tmp_path: a Unix socket's path must stay under ~108 bytes.
+    folder = Path(tempfile.mkdtemp(prefix="ecopt-zeusd-"))
+    sock = folder / "zeusd.sock"
+    stack = ExitStack()
+    stack.callback(shutil.rmtree, folder, True)
+    with stack:
+        def start(**state):
+            z = stack.enter_context(running_zeusd(sock, **state))
+            monkeypatch.setenv("ZEUSD_SOCK_PATH", str(sock))
+            return z
+
+        yield start
+
+
+class _FakeAppleMonitor:
+    """Plays zeus_apple_silicon.AppleEnergyMonitor: cumulative mJ per subsystem."""
+
+    totals = {"cpu_total_mj": 1000, "gpu_mj": 500, "gpu_sram_mj": 10, "dram_mj": 200,
+              "ane_mj": 0}
+
+    def get_cumulative_energy(self):
+        import types
+
+        fields = ("cpu_total_mj", "efficiency_cores_mj", "performance_cores_mj",
+                  "efficiency_cluster_mj", "performance_cluster_mj",
+                  "efficiency_core_manager_mj", "performance_core_manager_mj", "dram_mj",
+                  "gpu_mj", "gpu_sram_mj", "ane_mj")
+        return types.SimpleNamespace(**{f: self.totals.get(f) for f in fields})
+
+
+@pytest.fixture
+def fake_apple(monkeypatch):
+    """An Apple Silicon Mac under Zeus: its zeus_apple_silicon module and platform check."""
+    import types
+
+    zapple = pytest.importorskip("zeus.device.soc.apple")
+
+    mod = types.SimpleNamespace(AppleEnergyMonitor=_FakeAppleMonitor)
+    monkeypatch.setattr(zapple, "zeus_apple_silicon", mod)
+    monkeypatch.setattr(zapple, "zeus_apple_available", True)
+    monkeypatch.setattr(zapple, "apple_silicon_is_available", lambda: True)
+    monkeypatch.setattr(_FakeAppleMonitor, "totals", dict(_FakeAppleMonitor.totals))
+    return _FakeAppleMonitor
+
+
+@pytest.fixture
 def hw():
     """The helpers above (test modules cannot import conftest under importlib mode)."""
     return types.SimpleNamespace(FakeGpu=FakeGpu, FakeCuda=FakeCuda,

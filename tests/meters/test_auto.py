@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import ecopt
-from ecopt.meters import METER_NAMES, get_meter
+from ecopt.meters import METER_NAMES, EstimateMeter, get_meter
 from ecopt.meters.auto import MeterFallbackWarning, build_auto
 
 
@@ -99,3 +99,75 @@ def test_composite_reports_which_part_failed(fake_nvml, hw, powercap):
     m.close()
     with pytest.raises(ValueError, match="at least one part"):
         CompositeMeter([])
+
+
+VENDOR = '''
+"""A third-party vendor meter: one file, one entry point."""
+from ecopt.meters import ComponentEnergy, Meter
+
+
+class AcmeNpuMeter(Meter):
+    name = "acme-npu"
+    auto_priority = 1000  # above every built-in GPU meter
+    auto_covers = frozenset({"gpu"})
+    joules = 0.0
+
+    @classmethod
+    def is_available(cls, **options):
+        return True
+
+    def _start(self):
+        return AcmeNpuMeter.joules
+
+    def _stop(self, state, duration_s):
+        return {"gpu:0": ComponentEnergy(AcmeNpuMeter.joules - state, "acme-npu-counter", True)}
+
+    def describe(self):
+        return {"meter": self.name, "measured": True, "sources": {"gpu:0": "acme-npu-counter"}}
+'''
+
+
+def test_a_meter_from_an_entry_point_takes_part_in_auto(tmp_path, monkeypatch, capsys):
+    # A real installed distribution (its dist-info with entry_points.txt) on sys.path.
+    (tmp_path / "acme_npu.py").write_text(VENDOR)
+    info = tmp_path / "acme_npu-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: acme-npu\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[ecopt.meters]\nacme-npu = acme_npu:AcmeNpuMeter\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from ecopt import registry
+    from ecopt.cli import main
+
+    assert "acme-npu" in registry.names("meters")
+    m = build_auto(rapl_root=str(tmp_path / "none"), warn=False)
+    assert m.describe()["chosen"] == ["acme-npu", "estimate"]  # nvml/amd skipped: gpu is taken
+    assert any(w.startswith("nvml: not used: gpu already measured by acme-npu")
+               for w in m.describe()["why"])
+    import acme_npu
+
+    w = m.start()
+    acme_npu.AcmeNpuMeter.joules += 7.0
+    meas = m.stop(w)
+    m.close()
+    assert meas.components["gpu:0"].energy_j == pytest.approx(7.0)
+    assert meas.components["gpu:0"].source == "acme-npu-counter"
+    assert main(["meters"]) == 0
+    out = capsys.readouterr().out
+    assert "acme-npu" in out and "acme-npu-counter" in out
+
+
+def test_a_registered_meter_that_is_unavailable_is_skipped_with_its_reason(tmp_path, monkeypatch):
+    from ecopt import registry
+
+    class Absent(EstimateMeter):
+        name = "absent"
+        auto_priority = 999
+        auto_covers = frozenset({"cpu"})
+
+        @classmethod
+        def probe(cls, **options):
+            return False, "no Absent device on this bus"
+
+    monkeypatch.setitem(registry._ADDED["meters"], "absent", Absent)  # undone after the test
+    m = build_auto(rapl_root=str(tmp_path / "none"), warn=False)
+    assert m.name == "estimate" and "absent: no Absent device on this bus" in m.describe()["why"]

@@ -12,7 +12,7 @@ from ecopt.errors import MeterError
 from ecopt.meters import Measurement, Meter, get_meter
 
 METERS = ["estimate", "wallclock", "auto", "nvml-counter", "nvml-sampling", "rapl", "codecarbon",
-          "composite"]
+          "composite", "amd-counter", "amd-sampling", "rapl-zeusd", "apple"]
 
 
 @pytest.fixture(scope="module")
@@ -41,6 +41,19 @@ def meter(request, fake_nvml, hw, tmp_path):
         m = CompositeMeter([get_meter("nvml", counter_period_s=0.0),
                             get_meter("rapl", root=hw.make_powercap(tmp_path / "pc")),
                             get_meter("estimate")])
+    elif kind.startswith("amd"):
+        from fake_amdsmi import FakeAmdGpu
+
+        # A continuous counter (as the NVML case's, no refresh ticks to race under load).
+        request.getfixturevalue("fake_amd")([FakeAmdGpu(counter=kind == "amd-counter",
+                                                        counter_period_s=0.0)])
+        m = get_meter("amd", sampling_period_s=0.01, counter_period_s=0.0)
+    elif kind == "rapl-zeusd":
+        request.getfixturevalue("zeusd")(powercap=hw.make_powercap(tmp_path / "pc"))
+        m = get_meter("rapl-zeusd")
+    elif kind == "apple":
+        request.getfixturevalue("fake_apple")
+        m = get_meter("apple")
     else:
         m = get_meter(kind, **({"warn": False} if kind == "auto" else {}))
     yield m

@@ -271,3 +271,31 @@ def test_environment_puts_torchs_device_uuid_beside_nvmls(fake_nvml, hw, tmp_pat
     assert r["torch_uuid"] == "12345678-0000-0000-0000-000000000000"
     assert r["nvml_uuid"] == "GPU-12345678-0000-0000-0000-000000000000" and r["uuids_match"]
     assert r["cuda_to_nvml"]["mapped_by"] == "torch-uuid"
+
+
+def test_dry_run_on_an_amd_gpu_through_zeus(tmp_path, keep_torch_threads):
+    """--vendor amd: the same sections read the fake amdsmi through Zeus's real AMD layer."""
+    pytest.importorskip("zeus.device")
+    gc = _load()
+    out = tmp_path / "amd"
+    rc = gc.main(["--dry-run", "--vendor", "amd", "--out", str(out), "--sections",
+                  "environment,idle,counter_resolution,power_limits"])
+    assert rc == 0
+    r = _summary(out)
+    assert r["vendor"] == "amd" and "Fake AMD GPU (dry run)" in r["machine"]
+    sec = {k: e["result"] for k, e in r["sections"].items()}
+    env = sec["environment"]
+    assert env["amd"]["method"] == "energy-counter" and env["amd"]["via"].startswith("zeus")
+    assert env["meters"]["amd"]["available"] is True
+    assert env["power_limit_max_w"] == 750.0
+    # The fake draws a constant 250 W: Zeus's counter and the sampling meter see it.
+    assert sec["idle"]["power_w_counter"] == pytest.approx(250, rel=0.05)
+    assert sec["idle"]["power_w_sampled"] == pytest.approx(250, rel=0.05)
+    res_ = sec["counter_resolution"]
+    assert res_["update_period_s"] == pytest.approx(0.02, rel=0.3)
+    for w in res_["windows"]:
+        if "skipped" not in w and w["meter_duration_s"] < res_["meter_measured_period_s"]:
+            assert "amd-instant-power" in w["meter_sources"]
+    assert sec["power_limits"]["supported"] is False
+    verdict = {row[0]: row[2] for row in gc.verdicts(r)}
+    assert verdict["power limits set, enforced as requested and restored"] == "not supported"

@@ -489,3 +489,48 @@ def test_a_refused_limit_is_shown_with_every_digit_given(fake_nvml, hw, tmp_path
     with pytest.raises(ValueError, match="finite number of watts"):
         with gpu_power_limit(10**400, gpus=[0], state_path=tmp_path / "s.json"):
             pass  # pragma: no cover
+
+
+def test_without_root_the_limit_goes_through_zeusd(fake_nvml, hw, zeusd, tmp_path, monkeypatch):
+    """An unprivileged process (NVML says NO_PERMISSION) sets and restores limits via zeusd."""
+    pytest.importorskip("zeus.utils.zeusd")
+    from ecopt.meters import power_limit as pl
+
+    monkeypatch.setattr(pl, "_has_sys_admin", lambda: False)
+    # NVML order differs from CUDA's: cuda:0 is NVML's GPU 1 (named by UUID), so zeusd, which
+    # numbers GPUs as NVML does, must be told index 1.
+    nv = fake_nvml([hw.FakeGpu(can_set_limit=False, power_limit_mw=300_000),
+                    hw.FakeGpu(uuid=UUID1, can_set_limit=False, power_limit_mw=350_000)])
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", UUID1)
+    d = zeusd(nvml=nv)
+    state = tmp_path / "s.json"
+    seen = []
+
+    def objective(trial):
+        seen.append([g.power_limit_mw for g in nv.gpus])
+        return {"a": 1.0, "b": 2.0}
+
+    import ecopt
+
+    space = ecopt.SearchSpace({"power_limit_w": ecopt.Categorical([200.0])})
+    study = ecopt.Study(space, [ecopt.Objective("a", "max"), ecopt.Objective("b", "max")],
+                        sampler="random", meter="wallclock", seed=0)
+    study.optimize(PowerLimitObjective(objective, gpus=[0], state_path=str(state)), n_trials=1,
+                   show_progress=False)
+    assert seen == [[300_000, 200_000]]  # NVML's GPU 1 was capped, GPU 0 untouched
+    assert nv.gpus[1].limit_history == [200_000, 350_000] and nv.gpus[0].limit_history == []
+    sets = [q for m, p, q in d.requests if p == "/gpu/set_power_limit"]
+    assert [q["gpu_ids"] for q in sets] == ["1", "1"] and _entries(state) == {}
+
+
+def test_zeusd_without_gpu_control_says_so(fake_nvml, hw, zeusd, tmp_path, monkeypatch):
+    pytest.importorskip("zeus.utils.zeusd")
+    from ecopt.meters import power_limit as pl
+
+    monkeypatch.setattr(pl, "_has_sys_admin", lambda: False)
+    nv = fake_nvml([hw.FakeGpu(can_set_limit=False)])
+    zeusd(nvml=nv, groups=("gpu-read", "cpu-read"))
+    with pytest.raises(PowerLimitError, match="gpu-control"):
+        with gpu_power_limit(200, gpus=[0], state_path=tmp_path / "s.json"):
+            pass  # pragma: no cover
+    assert nv.gpus[0].limit_history == []
