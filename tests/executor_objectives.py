@@ -5,7 +5,8 @@ this plain module (``tests/`` is on ``sys.path``, see ``tests/conftest.py``,
 and worker processes inherit ``sys.path``), not in test files, which pytest
 imports under private names.
 Every objective here takes a two-parameter space ``x, y`` in ``[0, 1]`` and
-returns two objectives to minimise (a ZDT1-like front).
+returns two objectives to minimise (a ZDT1-like front), except :func:`failing_corner`
+(the mixed space of :func:`corner_study`).
 """
 
 from __future__ import annotations
@@ -17,12 +18,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+import ecopt
 from ecopt.errors import TrialPruned
 from ecopt.pruners.base import Decision, Pruner
 from ecopt.trial import Trial
 
 __all__ = ["zdt1", "quick", "typo", "Sleepy", "VariableSleep", "ZDT1Sleep", "Leader", "PidThenSleep", "Suicide",
-           "report_env", "pending_seen", "Curve", "OddTrialsPruner", "SleepByNumber"]
+           "report_env", "pending_seen", "Curve", "OddTrialsPruner", "SleepByNumber",
+           "in_failing_corner", "failing_corner", "corner_study"]
 
 
 def zdt1(x: float, y: float) -> dict[str, float]:
@@ -246,3 +249,30 @@ class SleepByNumber:
 def typo(trial: Trial) -> dict[str, float]:
     """A systematic bug: every trial fails the same way (``KeyError: 'c'``)."""
     return {"f1": trial["c"], "f2": 0.0}
+
+
+#: The failing region of :func:`failing_corner`: ``kind == "c" and x > 0.8``.
+def in_failing_corner(params: dict[str, Any]) -> bool:
+    return params["kind"] == "c" and float(params["x"]) > 0.8
+
+
+def failing_corner(trial: Trial) -> dict[str, float]:
+    """The notebook of issue 36: kind "c" is best, higher x is better for f1, and the end
+    of the front (``kind == "c" and x > 0.8``) raises (a NaN loss at one corner)."""
+    x, kind, lr = float(trial["x"]), trial["kind"], float(trial["lr"])
+    if in_failing_corner(trial.params):
+        raise RuntimeError("NaN loss")
+    bonus = {"a": 0.0, "b": 0.1, "c": 0.25}[kind]
+    return {"f1": 1.0 - x - bonus + 0.02 * (math.log10(lr) + 2.5) ** 2, "f2": x ** 2 + 0.05}
+
+
+def corner_study(**kw: Any) -> ecopt.Study:
+    """The mixed space and sampler of the failing-corner tests (a cheaper optimiser)."""
+    from ecopt.samplers import QLogNEHVISampler
+
+    space = ecopt.SearchSpace({"x": ecopt.Float(0, 1),
+                               "kind": ecopt.Categorical(["a", "b", "c"]),
+                               "lr": ecopt.Float(1e-4, 1e-1, log=True)})
+    return ecopt.Study(space, [ecopt.Objective("f1", "min"), ecopt.Objective("f2", "min")],
+                       sampler=QLogNEHVISampler(num_restarts=2, raw_samples=64),
+                       meter="estimate", seed=0, **kw)

@@ -265,3 +265,13 @@ def test_tls_cluster_and_a_users_own_client() -> None:
         with pytest.raises(DaskUnavailableError):
             ecopt.DaskExecutor(ex.address.replace("tls://", "tcp://"), connect_timeout_s=1)
     assert [r.state for r in recs + more] == [ecopt.TrialState.COMPLETE] * 4
+
+
+@pytest.mark.slow
+def test_a_failing_region_is_tried_at_most_twice_with_batches_on_dask(gpu_cluster) -> None:
+    """Issue 36 on the Dask executor, two trials at a time: failed configurations reach
+    every later proposal (as pending points) also while other trials run."""
+    st = T.corner_study()
+    recs = st.optimize(T.failing_corner, n_trials=30, batch_size=2, executor=gpu_cluster)
+    assert len(recs) == 30 and st.stop_reason == "n_trials"
+    assert sum(T.in_failing_corner(r.params) for r in recs) <= 2

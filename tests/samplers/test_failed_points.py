@@ -109,3 +109,18 @@ def test_an_isolated_failure_is_pending_only():
 def test_bad_failures_setting_is_refused():
     with pytest.raises(ValueError, match="failures must be one of"):
         QLogNEHVISampler(failures="skip")
+
+
+@pytest.mark.slow
+def test_a_failing_region_is_tried_at_most_twice_in_30_trials():
+    """The issue's notebook: a mixed space whose best corner raises; 30 trials run to the
+    end (fail_fast at its default) and at most two of them land in the corner."""
+    from executor_objectives import corner_study, failing_corner, in_failing_corner
+
+    st = corner_study()
+    recs = st.optimize(failing_corner, n_trials=30)
+    assert len(recs) == 30 and st.stop_reason == "n_trials"
+    assert sum(in_failing_corner(r.params) for r in recs) <= 2
+    assert all(r.state is TrialState.COMPLETE for r in recs if not in_failing_corner(r.params))
+    noted = [r.proposal["failures"] for r in recs if "failures" in r.proposal]
+    assert noted and noted[-1]["failed"] >= 1
