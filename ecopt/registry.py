@@ -10,7 +10,7 @@ kind          built-in names
 samplers      qlognehvi, qnehvi, random, sobol, grid
 pruners       none, hyperband, dominance
 meters        auto, nvml, rapl, codecarbon, estimate, wallclock
-executors     local, processes, dask, spark
+executors     local, processes, dask, spark, ray
 ============  =========================================================
 
 Third-party packages add their own through entry points, as pytest plugins and
@@ -72,6 +72,7 @@ BUILTIN: dict[str, dict[str, str]] = {
         "processes": "ecopt.executors.processes:ProcessExecutor",
         "dask": "ecopt.executors.dask:DaskExecutor",
         "spark": "ecopt.executors.spark:SparkExecutor",
+        "ray": "ecopt.executors.ray:RayExecutor",
     },
 }
 

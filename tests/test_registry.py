@@ -28,7 +28,7 @@ def test_every_builtin_name_builds_its_kind():
     for kind, base in bases.items():
         assert set(registry.BUILTIN[kind]) <= set(registry.names(kind))
         for name in registry.BUILTIN[kind]:
-            if name in ("nvml", "rapl", "codecarbon", "dask", "processes", "auto"):
+            if name in ("nvml", "rapl", "codecarbon", "dask", "ray", "processes", "auto"):
                 continue  # hardware / cluster-backed: resolved here, built by their own tests
             made = registry.create(kind, name, base=base)
             assert isinstance(made, base)
