@@ -372,6 +372,9 @@ class RayExecutor(Executor):
         """Runs in a Ray thread when a trial's task ends."""
         with self._lock:
             self._jobs.pop(job.key, None)
+        # An ObjectRef released after ray.shutdown() ends the process (Ray's core worker
+        # is gone): none is kept past its task.
+        job.ref = None
         if job.future.done():
             return
         try:
@@ -420,7 +423,7 @@ class RayExecutor(Executor):
             time.sleep(self.poll_interval_s)
             with self._lock:
                 jobs = list(self._jobs.values())
-            if not jobs:
+            if not jobs or self._closed:
                 continue
             if not import_ray().is_initialized():
                 self._lost = True
@@ -434,13 +437,16 @@ class RayExecutor(Executor):
                 continue
             now = time.monotonic()
             for job in jobs:
+                if self._closed:
+                    break
                 if job.timed_out or now - job.submitted <= self.trial_timeout_s:
                     continue
                 job.timed_out = True
                 with self._lock:
                     self._jobs.pop(job.key, None)
                 try:
-                    import_ray().cancel(job.ref, force=True)  # stops its worker process
+                    if job.ref is not None:
+                        import_ray().cancel(job.ref, force=True)  # stops its worker process
                 except Exception as exc:
                     log.warning("could not cancel the Ray task of trial %s: %s",
                                 job.trial.number, exc)
@@ -465,9 +471,14 @@ class RayExecutor(Executor):
                 job.future.set_result(fault_outcome(
                     job.trial, "Interrupted", "the executor was closed while the trial ran"))
             try:
-                ray.cancel(job.ref, force=True)
+                if job.ref is not None:
+                    ray.cancel(job.ref, force=True)
             except Exception:
                 pass
+            job.ref = None
+        del jobs
+        if self._watcher is not threading.current_thread():
+            self._watcher.join(timeout=2 * self.poll_interval_s + 1)
         if self._owns_ray:
             try:
                 shutdown_ray()
