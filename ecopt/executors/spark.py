@@ -172,6 +172,12 @@ class SparkExecutor(Executor):
             timeouts).
         app_name: The Spark application name of a context this executor creates.
 
+    The executors' Python workers run the driver's interpreter (``sys.executable``),
+    however it was started, unless ``PYSPARK_PYTHON`` or ``conf={"spark.pyspark.python":
+    ...}`` names another (a context you pass keeps its own). Workers that cannot import
+    ecopt stop the study at its first trial with an
+    :class:`~ecopt.executors.ExecutorLostError` saying which Python they ran.
+
     Raises:
         ValueError: for bad arguments (both ``master`` and ``context``...).
         SparkUnavailableError: when pyspark or Java is missing, or the master
@@ -226,7 +232,7 @@ class SparkExecutor(Executor):
                                  f"{type(context).__name__}")
             self._sc = sc
             self.python = str(getattr(sc, "pythonExec", "") or "python3")
-            self.python_source = "context"
+            self.python_source = "the SparkContext passed"
             retries = sc.getConf().get("spark.task.maxFailures", None)
             if retries not in (None, "1") or (retries is None and not str(sc.master).startswith("local")):
                 log.warning("the SparkContext re-runs a failed task up to spark.task.maxFailures="
