@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import math
 import os
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -109,8 +110,8 @@ def trainable(config: dict) -> None:
         raise RuntimeError("diverged")
     with metered("inference", samples=1000, meter="estimate") as phase:
         f1, f2 = zdt1(config["x"], config["y"])
-        end = os.times().elapsed + 0.05
-        while os.times().elapsed < end:
+        end = time.perf_counter() + 0.05  # the meters' clock
+        while time.perf_counter() < end:
             pass
     tune.report({"f1": f1, "f2": f2, "epochs": config["epochs"], **phase.metrics})
 
