@@ -96,6 +96,10 @@ class SparkUnavailableError(EcoptError):
     """pyspark or Java is not installed, or the Spark master cannot be reached."""
 
 
+class RayUnavailableError(EcoptError):
+    """ray is not installed, or the Ray cluster cannot be started or reached."""
+
+
 class BackendUnavailableError(EcoptError):
     """The dataframe library a backend needs is not installed."""
 

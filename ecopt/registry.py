@@ -11,7 +11,7 @@ samplers      qlognehvi, qnehvi, random, sobol, grid
 pruners       none, hyperband, dominance
 meters        auto, nvml, amd, apple, jetson, rapl, rapl-zeusd, codecarbon,
               estimate, wallclock
-executors     local, processes, dask, spark
+executors     local, processes, dask, spark, ray
 ============  =========================================================
 
 Third-party packages add their own through entry points, as pytest plugins and
@@ -77,6 +77,7 @@ BUILTIN: dict[str, dict[str, str]] = {
         "processes": "ecopt.executors.processes:ProcessExecutor",
         "dask": "ecopt.executors.dask:DaskExecutor",
         "spark": "ecopt.executors.spark:SparkExecutor",
+        "ray": "ecopt.executors.ray:RayExecutor",
     },
 }
 

@@ -810,7 +810,7 @@ class Study:
                 the three is needed).
             batch_size: ``q``, proposals made together per round (at most the
                 executor's free slots).
-            executor: ``"local"``, ``"processes"``, ``"dask"``, ``"spark"`` or an
+            executor: ``"local"``, ``"processes"``, ``"dask"``, ``"spark"``, ``"ray"`` or an
                 :class:`~ecopt.executors.Executor` (e.g. ``ecopt.DaskExecutor(...)``).
                 An executor passed by name is closed at the end; an instance is not.
             timeout_s: Stop proposing new trials after this many seconds (trials

@@ -27,7 +27,8 @@ def test_all_is_the_contract():
 def test_import_is_light():
     code = ("import sys, ecopt; heavy = [m for m in ('torch', 'botorch', 'matplotlib', 'pandas', "
             "'dask', 'polars', 'transformers', 'codecarbon', 'pynvml', 'scipy', 'mlflow', "
-            "'lightning', 'pytorch_lightning', 'starlette', 'uvicorn', 'plotly', 'accelerate') "
+            "'lightning', 'pytorch_lightning', 'starlette', 'uvicorn', 'plotly', 'accelerate', "
+            "'ray', 'pyspark') "
             "if m in sys.modules];"
             " print(','.join(heavy))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -45,9 +46,9 @@ def test_cli_help_lists_every_command():
 
 
 def test_integrations_are_imported_only_when_used():
-    code = ("import sys, ecopt, ecopt.integrations; "
+    code = ("import sys, ecopt, ecopt.integrations, ecopt.executors; "
             "heavy = [m for m in ('transformers', 'lightning', 'mlflow', 'starlette', 'plotly', "
-            "'torch') if m in sys.modules]; print(','.join(heavy))")
+            "'torch', 'ray') if m in sys.modules]; print(','.join(heavy))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "", f"ecopt.integrations pulled in: {out.stdout.strip()}"

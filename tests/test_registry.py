@@ -29,7 +29,7 @@ def test_every_builtin_name_builds_its_kind():
         assert set(registry.BUILTIN[kind]) <= set(registry.names(kind))
         for name in registry.BUILTIN[kind]:
             if name in ("nvml", "amd", "apple", "jetson", "rapl", "rapl-zeusd", "codecarbon",
-                        "dask", "processes", "auto"):
+                        "dask", "ray", "processes", "auto"):
                 continue  # hardware / cluster-backed: resolved here, built by their own tests
             made = registry.create(kind, name, base=base)
             assert isinstance(made, base)

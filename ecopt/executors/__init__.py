@@ -1,8 +1,9 @@
 """Where trials run: in-process (``"local"``), a local process pool (``"processes"``),
-a Dask cluster (:class:`~ecopt.executors.dask.DaskExecutor`, ``"dask"``) or Spark
-(:class:`~ecopt.executors.spark.SparkExecutor`, ``"spark"``).
+a Dask cluster (:class:`~ecopt.executors.dask.DaskExecutor`, ``"dask"``), Spark
+(:class:`~ecopt.executors.spark.SparkExecutor`, ``"spark"``) or Ray
+(:class:`~ecopt.executors.ray.RayExecutor`, ``"ray"``).
 
-Dask and pyspark are imported only when their executor is used.
+Dask, pyspark and ray are imported only when their executor is used.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ __all__ = [
     "ProcessExecutor",
     "DaskExecutor",
     "SparkExecutor",
+    "RayExecutor",
     "get_executor",
     "overlapping_trials",
     "EXECUTOR_NAMES",
@@ -41,7 +43,8 @@ def get_executor(spec: str | Executor = "local", **options: Any) -> Executor:
         spec: ``"local"`` (in-process, sequential), ``"processes"`` (a pool of
             local worker processes, one per core), ``"dask"`` (an embedded Dask
             ``LocalCluster`` on 127.0.0.1), ``"spark"`` (an embedded Spark
-            ``local-cluster`` on 127.0.0.1), a name a package registered, or an
+            ``local-cluster`` on 127.0.0.1), ``"ray"`` (tasks on the Ray initialised
+            in this process, else a local Ray), a name a package registered, or an
             :class:`Executor`.
         **options: Passed to the executor's constructor (e.g. ``n_workers``,
             ``trial_timeout_s``).
@@ -61,4 +64,8 @@ def __getattr__(name: str) -> Any:
         from ecopt.executors.spark import SparkExecutor
 
         return SparkExecutor
+    if name == "RayExecutor":  # imports ray: only on first use
+        from ecopt.executors.ray import RayExecutor
+
+        return RayExecutor
     raise AttributeError(f"module 'ecopt.executors' has no attribute {name!r}")

@@ -18,7 +18,9 @@ Faults have two levels:
 from __future__ import annotations
 
 import datetime as _dt
+import os
 import socket
+import sys
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -39,6 +41,7 @@ __all__ = [
     "execute_trial",
     "worker_meter",
     "objective_name",
+    "driver_python_path",
 ]
 
 #: Error type of a trial whose worker process died (``TrialRecord.interrupted`` is true).
@@ -83,6 +86,17 @@ def check_picklable(objective: Callable[[Trial], Any], dumps: Callable[[Any], by
             "as a module-level function (or a class instance holding only picklable settings) "
             f"in a module the {destination.split()[-1]} can import"
         ) from None
+
+
+def driver_python_path() -> str:
+    """The driver's import path (``sys.path``'s existing entries) as a ``PYTHONPATH`` value.
+
+    Given to worker processes that an executor starts on this host, so they
+    import what the driver imports (the script's folder, folders a notebook
+    added to ``sys.path``...).
+    """
+    keep = [os.path.abspath(p) for p in sys.path if p and os.path.exists(p)]
+    return os.pathsep.join(dict.fromkeys(keep))
 
 
 def fault_outcome(trial: Trial, error_type: str, message: str, *, started_at: str | None = None,

@@ -50,6 +50,7 @@ from ecopt.executors.base import (
     ExecutorLostError,
     SlotsCache,
     check_picklable,
+    driver_python_path,
     execute_trial,
     fault_outcome,
 )
@@ -116,10 +117,32 @@ class _Job:
     timed_out: bool = False
 
 
-def _python_path() -> str:
-    """The driver's import path, for executor Python workers on this host."""
-    keep = [os.path.abspath(p) for p in sys.path if p and os.path.exists(p)]
-    return os.pathsep.join(dict.fromkeys(keep))
+def worker_python(conf: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """The Python that Spark's executors run for this executor's trials, and why.
+
+    pyspark started from a plain ``python`` (not ``spark-submit``) runs its
+    workers with ``$PYSPARK_PYTHON``, else ``python3`` from the executors'
+    ``PATH``: not the driver's interpreter when that is a virtual environment's
+    called by its path (a notebook kernel, a cron job, an IDE), so the workers
+    would not find ecopt. An explicit choice is kept.
+
+    Args:
+        conf: The Spark settings the user passed (``spark.pyspark.python`` there wins).
+
+    Returns:
+        ``(python, source)``: the executable, and where it came from
+        (``"spark.pyspark.python"``, ``"PYSPARK_PYTHON"`` or ``"sys.executable"``).
+    """
+    if conf and conf.get("spark.pyspark.python"):
+        return str(conf["spark.pyspark.python"]), "spark.pyspark.python"
+    if os.environ.get("PYSPARK_PYTHON"):
+        return os.environ["PYSPARK_PYTHON"], "PYSPARK_PYTHON"
+    return sys.executable, "sys.executable"
+
+
+#: Spark's words for an executor whose Python cannot run ecopt's task at all.
+_NO_ECOPT = re.compile(r"ModuleNotFoundError: No module named '(ecopt|cloudpickle|pyspark)[.']"
+                       r"|Cannot run program \"([^\"]+)\"")
 
 
 class SparkExecutor(Executor):
@@ -148,6 +171,12 @@ class SparkExecutor(Executor):
         poll_interval_s: How often the driver asks Spark which trials run (for
             timeouts).
         app_name: The Spark application name of a context this executor creates.
+
+    The executors' Python workers run the driver's interpreter (``sys.executable``),
+    however it was started, unless ``PYSPARK_PYTHON`` or ``conf={"spark.pyspark.python":
+    ...}`` names another (a context you pass keeps its own). Workers that cannot import
+    ecopt stop the study at its first trial with an
+    :class:`~ecopt.executors.ExecutorLostError` saying which Python they ran.
 
     Raises:
         ValueError: for bad arguments (both ``master`` and ``context``...).
@@ -202,6 +231,8 @@ class SparkExecutor(Executor):
                 raise ValueError(f"context must be a SparkContext or SparkSession, got "
                                  f"{type(context).__name__}")
             self._sc = sc
+            self.python = str(getattr(sc, "pythonExec", "") or "python3")
+            self.python_source = "the SparkContext passed"
             retries = sc.getConf().get("spark.task.maxFailures", None)
             if retries not in (None, "1") or (retries is None and not str(sc.master).startswith("local")):
                 log.warning("the SparkContext re-runs a failed task up to spark.task.maxFailures="
@@ -219,9 +250,12 @@ class SparkExecutor(Executor):
                 sconf.set("spark.driver.host", "127.0.0.1")
                 sconf.set("spark.driver.bindAddress", "127.0.0.1")
                 sconf.set("spark.ui.enabled", "false")
-                # Executors on this host run this Python with this import path.
-                sconf.set("spark.pyspark.python", sys.executable)
-                sconf.set("spark.executorEnv.PYTHONPATH", _python_path())
+                # Executors on this host get this import path (the script's folder...).
+                sconf.set("spark.executorEnv.PYTHONPATH", driver_python_path())
+            # Executors run the driver's Python unless the user chose one: pyspark itself
+            # reads only $PYSPARK_PYTHON (else python3 on the executors' PATH).
+            self.python, self.python_source = worker_python(conf)
+            sconf.set("spark.pyspark.python", self.python)
             for key, value in (conf or {}).items():
                 sconf.set(str(key), str(value))
             if SparkContext._active_spark_context is not None:  # type: ignore[attr-defined]
@@ -236,6 +270,7 @@ class SparkExecutor(Executor):
                     f"that Java 17+ is installed (java -version) and the master is reachable; "
                     f"{_INSTALL_HINT}") from None
             self._sc.setLogLevel("ERROR")
+            self._sc.pythonExec = self.python  # what pyspark sends with each job
             if self.embedded:
                 self._wait_for_executors(n, timeout_s=120.0)
         self.master = str(self._sc.master)
@@ -281,6 +316,7 @@ class SparkExecutor(Executor):
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "master": self.master, "embedded": self.embedded,
                 "slots": self.slots, "spark_version": self.spark_version,
+                "python": self.python,
                 "trial_timeout_s": self.trial_timeout_s, "worker_meter": self.worker_meter}
 
     # -- running trials ------------------------------------------------------------------
@@ -299,6 +335,18 @@ class SparkExecutor(Executor):
     def _lost_error(self) -> ExecutorLostError:
         return ExecutorLostError(f"the Spark driver for master {self.master} went away (its "
                                  "SparkContext stopped or its JVM died)")
+
+    def _no_ecopt_error(self, m: re.Match[str] | None) -> ExecutorLostError:
+        """The study-stopping error for executors whose Python cannot run ecopt's task."""
+        what = (f"cannot start {m.group(2)!r}" if m is not None and m.group(2) else
+                f"cannot import {m.group(1) if m is not None else 'ecopt'}")
+        return ExecutorLostError(
+            f"the Spark executors of {self.master} {what}: their Python workers run "
+            f"{self.python!r} (from {self.python_source}), which must exist on every worker "
+            "node and have ecopt installed. Install it there (pip install ecopt[spark] in "
+            "that Python, with your objective's own packages), or point the workers at a "
+            "Python that has it: PYSPARK_PYTHON=/path/to/python (set before the driver "
+            "starts) or SparkExecutor(conf={'spark.pyspark.python': '/path/to/python'})")
 
     def submit(self, objective: Callable[[Trial], Any], trial: Trial) -> Future[TrialOutcome]:
         if self._closed:
@@ -367,6 +415,9 @@ class SparkExecutor(Executor):
         elif any(p in text for p in _CONTEXT_GONE_PATTERNS) or not self._context_alive():
             self._lost = True
             job.future.set_exception(self._lost_error())
+        elif _NO_ECOPT.search(text):
+            # Every trial would fail the same way: stop at the first, saying what to fix.
+            job.future.set_exception(self._no_ecopt_error(_NO_ECOPT.search(text)))
         elif any(p in text for p in _LOST_PATTERNS):
             reason = next(p for p in _LOST_PATTERNS if p in text)
             job.future.set_result(fault_outcome(

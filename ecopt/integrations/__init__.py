@@ -1,7 +1,7 @@
 """Integrations with the tools people already train and track with (optional extras).
 
 Each lives in its own module and is imported only when used, so ``import ecopt``
-never pulls in transformers, Lightning, Optuna or MLflow:
+never pulls in transformers, Lightning, Optuna, Ray or MLflow:
 
 * :mod:`ecopt.integrations.transformers` (``pip install ecopt[hf]``):
   ``EcoptCallback(trial)`` for the Hugging Face ``Trainer``, and
@@ -12,6 +12,9 @@ never pulls in transformers, Lightning, Optuna or MLflow:
 * :mod:`ecopt.integrations.optuna` (``pip install ecopt[optuna]``):
   ``EcoptSampler()`` for ``optuna.create_study(sampler=...)``, ``metered(trial,
   name)`` phases in an Optuna objective, and ``ecopt import-optuna``.
+* :mod:`ecopt.integrations.ray` (``pip install ecopt[ray]``):
+  ``EcoptSearch(metric=[...], mode=[...])`` for ``tune.TuneConfig(search_alg=...)``,
+  and ``metered(name)`` phases inside Tune trainables.
 * :mod:`ecopt.integrations.mlflow` (``pip install ecopt[mlflow]``):
   ``MLflowLogger(...)``, a ``Study.optimize(callbacks=[...])`` callback that
   logs every finished trial as an MLflow run.

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import signal
+import stat
+import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -68,3 +70,16 @@ def pid_alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def no_ecopt_python(path: Path, keep: str = r"pyspark\.zip|py4j") -> Path:
+    """A Python without ecopt (a worker node's own Python): the base interpreter with no
+    site processing (so no editable-install finder), and of ``PYTHONPATH`` only the
+    entries matching the regex ``keep`` (default: what Spark adds for its own workers)."""
+    base = getattr(sys, "_base_executable", "") or "/usr/bin/python3"
+    path.write_text("#!/bin/sh\n"
+                    "PYTHONPATH=$(printf '%s' \"$PYTHONPATH\" | tr ':' '\\n' | "
+                    f"grep -E '{keep}' | paste -sd: -)\n"
+                    f"export PYTHONPATH\nexec {base} -S \"$@\"\n")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -14,7 +15,7 @@ import pytest
 import ecopt
 import executor_objectives as T
 from ecopt.executors import ExecutorLostError, get_executor
-from executor_helpers import SpySampler, states, study
+from executor_helpers import SpySampler, no_ecopt_python, states, study
 
 pytest.importorskip("pyspark")
 
@@ -54,6 +55,7 @@ def test_trials_are_spark_tasks_metered_on_the_executor(spark, run_dir) -> None:
     ex = spark
     assert ex.embedded and ex.master == "local-cluster[2,1,1024]" and ex.slots == 2
     assert ex.context.getConf().get("spark.driver.bindAddress") == "127.0.0.1"
+    assert ex.python == sys.executable and ex.context.pythonExec == sys.executable
     spy = SpySampler()
     st = study(run_dir, sampler=spy)
     recs = st.optimize(T.Sleepy(0.3), n_trials=6, executor=ex)
@@ -88,6 +90,32 @@ def test_unpicklable_objective_fails_before_any_trial(spark) -> None:
     # A lambda is fine (cloudpickle sends it by value).
     recs = st.optimize(lambda t: T.zdt1(t["x"], t["y"]), n_trials=1, executor=spark)
     assert recs[0].state is ecopt.TrialState.COMPLETE
+
+
+def test_workers_without_ecopt_stop_the_study_at_once_naming_the_fix(spark, run_dir, tmp_path,
+                                                                     monkeypatch) -> None:
+    """A cluster whose workers' Python lacks ecopt (as PYSPARK_PYTHON may name on a remote
+    cluster): one clear error at the first trial, not fail_fast after opaque Py4JJavaErrors."""
+    python = str(no_ecopt_python(tmp_path / "python-without-ecopt"))
+    monkeypatch.setattr(spark.context, "pythonExec", python)
+    monkeypatch.setattr(spark, "python", python)
+    monkeypatch.setattr(spark, "python_source", "PYSPARK_PYTHON")
+    st = study(run_dir)
+    with pytest.raises(ExecutorLostError) as err:
+        st.optimize(T.quick, n_trials=6, batch_size=2, executor=spark)
+    msg = str(err.value)
+    assert f"cannot import ecopt: their Python workers run {python!r} (from PYSPARK_PYTHON)" \
+        in msg and "pip install ecopt[spark]" in msg and "spark.pyspark.python" in msg, msg
+    # No trial is recorded with Spark's opaque error; the ones a worker got to are
+    # recorded interrupted (re-proposable). (On a loaded machine a worker may not start
+    # within the fixture's 20 s: such trials are TrialTimeout, before the stop.)
+    recs = st.records
+    assert all(r.error.type in ("Interrupted", "TrialTimeout") for r in recs), recs
+    assert 1 <= sum(r.error.type == "Interrupted" for r in recs) <= 2
+    monkeypatch.undo()
+    # The executor still serves a study once the workers' Python is right.
+    assert study().optimize(T.quick, n_trials=2, executor=spark)[0].state is \
+        ecopt.TrialState.COMPLETE
 
 
 @pytest.mark.slow
