@@ -178,21 +178,25 @@ def run(args: Any, data: dict[str, Any]) -> dict[str, Any]:
 
     results: dict[str, Any] = {}
     for name, (obj, quality, direction) in workloads(args, data).items():
+        # ``seed`` (the workloads' model_seed): the backends of one repeat train the same
+        # model from the same weights, so they differ only in the backend.
         space = ecopt.SearchSpace({"backend": ecopt.Categorical(list(args.backends)),
-                                   "repeat": ecopt.Int(0, max(1, args.repeats - 1))})
+                                   "repeat": ecopt.Int(0, max(1, args.repeats - 1)),
+                                   "seed": ecopt.Int(0, args.seed + max(1, args.repeats - 1))})
         study = ecopt.Study(space, [ecopt.Objective(quality, direction),
                                     ecopt.Objective("train_rows_per_joule", "max")],
                             storage=C.study_dir(Path(args.out) / name, args.overwrite),
                             sampler="random", meter=args.meter, seed=args.seed)
         for b in args.backends:  # warm-up per backend (imports, first calls), not recorded
-            run_objective(obj, Trial(-1, {"backend": b, "repeat": 0}, get_meter("wallclock")))
+            run_objective(obj, Trial(-1, {"backend": b, "repeat": 0, "seed": args.seed},
+                                       get_meter("wallclock")))
         done = {(r.params["backend"], r.params["repeat"]) for r in study.records
                 if r.state.value == "complete"}
         for rep in range(args.repeats):
             for b in args.backends:
                 if (b, rep) in done:
                     continue
-                trial = study.ask(params={"backend": b, "repeat": rep})
+                trial = study.ask(params={"backend": b, "repeat": rep, "seed": args.seed + rep})
                 rec = study.tell(trial, outcome=run_objective(obj, trial))
                 tot = sum(p.duration_s for p in rec.phases.values())
                 msg = (f"{quality}={C.fmt(rec.values.get(quality))} total={tot:.2f}s"

@@ -55,6 +55,7 @@ from ecopt.workloads.tabular import (
     TabularObjective,
     check_returns,
     finish_trial,
+    model_seed,
     set_threads,
 )
 
@@ -300,7 +301,7 @@ class MatrixFactorizationObjective(RatingsSource):
         n_train = int(train_t[0].shape[0])
         loader = make_loader(lambda: self.split(pipe.run())[0], cfg)
         loader.prime(train_t)
-        torch.manual_seed(self.seed + trial.number)
+        torch.manual_seed(model_seed(trial, self.seed))
         model = build_biased_mf(held["n_users"], held["n_items"], int(p["dim"]), held["mean"])
         opt = torch.optim.Adam(model.parameters(), lr=float(p["lr"]),
                                weight_decay=float(p["weight_decay"]))
