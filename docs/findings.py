@@ -186,7 +186,7 @@ def all_of(label: str, *parts: Check) -> Check:
 # -- the recorded runs --------------------------------------------------------------
 ALL = "dataframe_energy/2026-12-05-all"
 FULL = "dataframe_energy/2026-12-03-full"
-VISION = "dataframe_energy/2026-12-05-vision"
+VISION = "dataframe_energy/2026-12-06-vision"
 SWEEP = "dataframe_sweep/2026-12-05#claim"
 CPU, REMOTE = "plumber/2026-12-05-cpu", "plumber/2026-12-05-remote"
 INSURANCE = ("insurance-mlp-regression", "insurance-mlp-classification", "insurance-random_forest",
