@@ -49,6 +49,7 @@ if __package__ in (None, ""):  # ``python benchmarks/mobo.py``
 import numpy as np
 
 from benchmarks.problems import DEFAULT_ZEUS_DIR, Problem, default_problems, make_problem
+from ecopt._verdict import verdict_of_tests
 
 __all__ = ["METHODS", "run_one", "summarise", "main"]
 
@@ -474,25 +475,40 @@ def markdown_table(cols: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 
 def _targets(summary: dict[str, Any]) -> list[str]:
+    """One line per method compared with qLogNEHVI: the verdict on "qLogNEHVI's final
+    hypervolume is higher", by the one rule's test form (:func:`ecopt._verdict.verdict_of_tests`:
+    one-sided Mann-Whitney U either way at p < 0.05; a large p-value is *not shown*, never a
+    pass or a failure)."""
     lines = []
     for prob, s in summary.items():
         rows = s["rows"]
         if s.get("reference", REFERENCE_METHOD) != REFERENCE_METHOD or REFERENCE_METHOD not in rows:
             continue
         for m in ("ecopt-random", "ecopt-sobol", "optuna-nsga2", "optuna-nsga2-small",
-                  "optuna-tpe"):
-            if m in rows and rows[m]["p_ecopt_better"] is not None:
-                ok = rows[m]["p_ecopt_better"] < 0.05
-                lines.append(f"- {prob}: qLogNEHVI beats {m} (p < 0.05): "
-                             f"{'HOLDS' if ok else 'does NOT hold'} "
-                             f"(p = {rows[m]['p_ecopt_better']:.3g})")
-        for m in ("optuna-gp", "botorch-plain", "ecopt-before"):
-            if m in rows and rows[m]["p_ecopt_worse"] is not None:
-                ok = rows[m]["p_ecopt_worse"] >= 0.05
-                lines.append(f"- {prob}: qLogNEHVI at least level with {m} (not worse at "
-                             f"p < 0.05): {'HOLDS' if ok else 'does NOT hold'} "
-                             f"(p worse = {rows[m]['p_ecopt_worse']:.3g})")
+                  "optuna-tpe", "optuna-gp", "botorch-plain", "ecopt-before"):
+            if m not in rows:
+                continue
+            pb, pw = rows[m]["p_ecopt_better"], rows[m]["p_ecopt_worse"]
+            if pb is None or pw is None:
+                continue
+            lines.append(f"- {prob}: qLogNEHVI's final hypervolume above {m}'s: "
+                         f"{verdict_of_tests(pb, pw)} (p better = {pb:.3g}, "
+                         f"p worse = {pw:.3g})")
     return lines
+
+
+def targets_of_tables(tables: dict[str, Any]) -> list[str]:
+    """:func:`_targets` from a recorded run's per-problem tables (columns ``method``,
+    ``p better``, ``p worse``), to re-derive a recorded run's verdict lines."""
+    summary: dict[str, Any] = {}
+    for prob, t in tables.items():
+        cols = list(t.columns)
+        if not {"method", "p better", "p worse"} <= set(cols):
+            continue
+        i_m, i_b, i_w = cols.index("method"), cols.index("p better"), cols.index("p worse")
+        summary[prob] = {"rows": {r[i_m]: {"p_ecopt_better": r[i_b], "p_ecopt_worse": r[i_w]}
+                                  for r in t.rows}}
+    return _targets(summary)
 
 
 def versions() -> dict[str, str]:

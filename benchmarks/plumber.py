@@ -59,6 +59,7 @@ _ROOT = Path(__file__).resolve().parents[1]
 if str(_ROOT) not in sys.path:
     sys.path.append(str(_ROOT))
 
+from ecopt._verdict import HOLDS, NOT_HOLD, NOT_SHOWN, verdict  # noqa: E402
 from docs.recorded import (  # noqa: E402
     Table,
     command_line,
@@ -298,8 +299,8 @@ def tables(results: dict[str, list[dict[str, Any]]], epochs: int) -> dict[str, T
             cpu = [r["methods"][b]["cpu_s"] / r["methods"][a]["cpu_s"] for r in reps
                    if r["methods"][a]["cpu_s"] > 0]
             w, c = trimmed_interval(wall), trimmed_interval(cpu)
-            cmp_rows.append([name, f"{a} vs {b}", w, c, _verdict(a, b, w), _verdict(a, b, c),
-                             _half_better(w)])
+            cmp_rows.append([name, f"{a} vs {b}", w, c, faster_verdict(a, b, w),
+                             faster_verdict(a, b, c), half_better_verdict(w)])
     return {
         "comparisons": Table(["pipeline", "comparison", "wall ratio (baseline / method)",
                               "CPU-time ratio (baseline / method)", "verdict (wall)",
@@ -314,27 +315,42 @@ def tables(results: dict[str, list[dict[str, Any]]], epochs: int) -> dict[str, T
     }
 
 
-def _verdict(a: str, b: str, cell: dict[str, float]) -> str:
-    """What a ratio's 95 % interval allows: a difference only when it excludes 1."""
+def faster_verdict(a: str, b: str, cell: dict[str, float]) -> str:
+    """The verdict on "``a`` is faster than ``b``" from the ratio ``b / a``'s 95 % interval.
+
+    The one rule (:func:`ecopt._verdict.verdict`): a winner is named only when the
+    interval excludes 1.
+    """
     lo, hi = cell["low"], cell["high"]
     if not (math.isfinite(lo) and math.isfinite(hi)):
         return "cannot tell (too few repeats)"
-    if lo > 1:
-        return f"{a} faster"
-    if hi < 1:
-        return f"{b} faster"
-    return "no difference shown (interval spans 1)"
+    v = verdict(lo, hi)
+    if v == HOLDS:
+        return f"{HOLDS}: {a} faster"
+    if v == NOT_HOLD:
+        return f"{NOT_HOLD}: {b} faster"
+    return f"{NOT_SHOWN} (interval spans 1)"
 
 
-def _half_better(cell: dict[str, float]) -> str:
+def half_better_verdict(cell: dict[str, float]) -> str:
+    """The verdict on the study's ">50 % better" (the ratio above 1.5), by the one rule."""
     lo, hi = cell["low"], cell["high"]
     if not (math.isfinite(lo) and math.isfinite(hi)):
         return "cannot tell"
-    if lo > 1.5:
-        return "holds"
-    if hi < 1.5:
-        return "does not hold"
-    return "not decided (interval spans 1.5)"
+    v = verdict(lo, hi, threshold=1.5)
+    return f"{NOT_SHOWN} (interval spans 1.5)" if v == NOT_SHOWN else v
+
+
+def judge_comparisons(table: Table) -> Table:
+    """The ``comparisons`` table with its three verdict columns judged from its own cells."""
+    rows = []
+    for r in table.rows:
+        r = list(r)
+        a, b = r[1].split(" vs ")
+        r[4], r[5], r[6] = faster_verdict(a, b, r[2]), faster_verdict(a, b, r[3]), \
+            half_better_verdict(r[2])
+        rows.append(r)
+    return Table(list(table.columns), rows)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -79,7 +79,8 @@ from ecopt.fmt import fmt_number
 
 __all__ = [
     "Table", "RecordedRun", "MarkerProblem", "interval", "render_cell", "render_table",
-    "write_run", "read_run", "results_dir", "command_line", "git_commit", "library_versions",
+    "write_run", "read_run", "rewrite_run", "results_dir", "command_line", "git_commit",
+    "library_versions",
     "DATAFRAME_LIBRARIES", "versions_table",
     "machine_line", "estimated_energy", "render_markers", "check_docs", "update_docs",
     "marker_block", "RESULTS_ROOT", "DEFAULT_LIBRARIES", "trimmed_mean_ci", "trimmed_interval",
@@ -422,6 +423,44 @@ def write_run(out_dir: str | Path, *, script: str, command: str, tables: Mapping
         json.dumps(run.to_dict(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     (out / "summary.md").write_text(run.to_markdown(title), encoding="utf-8")
     return run
+
+
+def rewrite_run(run: RecordedRun, *, tables: Mapping[str, Table] | None = None,
+                facts: Mapping[str, Any] | None = None, note: str = "") -> RecordedRun:
+    """Rewrite a recorded run's derived cells in place, keeping its provenance.
+
+    For cells computed from the run's own committed cells (a verdict column judged
+    again by a corrected rule): the command, date, commit, versions and machine stay
+    the run's; ``note`` says what was re-derived and by which code. Nothing is re-run.
+
+    Args:
+        run: The run as :func:`read_run` gave it (its ``path`` is where it is written).
+        tables: Tables that replace the run's tables of the same ids.
+        facts: Facts that replace the run's facts of the same keys.
+        note: Appended to the run's notes (once).
+
+    Raises:
+        ValueError: when the run has no path, or a table id is not the run's.
+    """
+    if run.path is None:
+        raise ValueError("a run read with read_run (with a path) must be given, got path=None")
+    unknown = set(tables or {}) - set(run.tables)
+    if unknown:
+        raise ValueError(f"tables must be the run's own, got unknown ids {sorted(unknown)}")
+    out = run.path if run.path.is_dir() else run.path.parent
+    md = out / "summary.md"
+    first = md.read_text(encoding="utf-8").splitlines()[0] if md.exists() else ""
+    title = first[2:] if first.startswith("# ") else ""
+    notes = list(run.notes) + ([note] if note and note not in run.notes else [])
+    new = RecordedRun(script=run.script, command=run.command, date=run.date,
+                      git_commit=run.git_commit, git_dirty=run.git_dirty,
+                      versions=dict(run.versions), machine=run.machine, energy=run.energy,
+                      tables={**run.tables, **dict(tables or {})}, notes=notes,
+                      facts={**run.facts, **dict(facts or {})}, path=out)
+    (out / "summary.json").write_text(
+        json.dumps(new.to_dict(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    md.write_text(new.to_markdown(title), encoding="utf-8")
+    return new
 
 
 def read_run(path: str | Path) -> RecordedRun:

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["HOLDS", "NOT_HOLD", "NOT_SHOWN", "VERDICTS", "verdict", "verdict_of_ratio"]
+__all__ = ["HOLDS", "NOT_HOLD", "NOT_SHOWN", "VERDICTS", "verdict", "verdict_of_intervals",
+           "verdict_of_ratio", "verdict_of_tests"]
 
 HOLDS = "holds"
 NOT_HOLD = "does not hold"
@@ -80,3 +81,63 @@ def verdict_of_ratio(numerator: tuple[float, float], denominator: tuple[float, f
         if lo > hi:
             raise ValueError(f"{name} low <= high must hold, got {name}=({lo}, {hi})")
     return verdict(numerator[0] / denominator[1], numerator[1] / denominator[0], threshold)
+
+
+def verdict_of_intervals(a: tuple[float, float], b: tuple[float, float]) -> str:
+    """The verdict on "A exceeds B" from the two quantities' own intervals.
+
+    The difference ``A - B`` lies in ``(a_low - b_high, a_high - b_low)``; the claim
+    holds when that whole interval is above 0 (the intervals are apart, A's above),
+    does not hold when it is below 0, and is not shown when the intervals overlap.
+    For positive quantities this is :func:`verdict_of_ratio`'s answer; it also takes
+    intervals that reach 0 or go negative (a trimmed interval clipped at 0, a log
+    regret), where a ratio is undefined.
+
+    Args:
+        a: ``(low, high)`` of A.
+        b: ``(low, high)`` of B.
+
+    Raises:
+        ValueError: when an end is NaN or an interval is reversed.
+
+    Example:
+        >>> verdict_of_intervals((3.0, 4.0), (0.0, 2.0))
+        'holds'
+    """
+    for name, (lo, hi) in (("a", a), ("b", b)):
+        if lo > hi:
+            raise ValueError(f"{name} low <= high must hold, got {name}=({lo}, {hi})")
+    return verdict(a[0] - b[1], a[1] - b[0], 0.0)
+
+
+def verdict_of_tests(p_greater: float, p_less: float, alpha: float = 0.05) -> str:
+    """The verdict on "A exceeds B" from two one-sided tests, by the same symmetric rule.
+
+    Where a study compares samples with a test instead of an interval (a Mann-Whitney
+    U over seeds), the claim holds when the test for "A > B" rejects at ``alpha``,
+    does not hold when the test for "A < B" does, and is not shown otherwise: a
+    p-value above ``alpha`` never makes a claim fail.
+
+    Args:
+        p_greater: One-sided p-value of "A > B".
+        p_less: One-sided p-value of "A < B".
+        alpha: The level (0.05).
+
+    Raises:
+        ValueError: when a p-value is not in [0, 1] or both reject.
+
+    Example:
+        >>> verdict_of_tests(0.30, 0.75)
+        'not shown'
+    """
+    for name, p in (("p_greater", p_greater), ("p_less", p_less), ("alpha", alpha)):
+        if not (isinstance(p, (int, float)) and 0.0 <= p <= 1.0):
+            raise ValueError(f"0 <= {name} <= 1 must hold, got {name}={p!r}")
+    if p_greater < alpha and p_less < alpha:
+        raise ValueError(f"both one-sided tests reject at alpha={alpha}: "
+                         f"p_greater={p_greater}, p_less={p_less}")
+    if p_greater < alpha:
+        return HOLDS
+    if p_less < alpha:
+        return NOT_HOLD
+    return NOT_SHOWN

@@ -47,6 +47,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _common as C  # noqa: E402
 
+from ecopt._verdict import HOLDS, NOT_HOLD, NOT_SHOWN, verdict_of_intervals  # noqa: E402
+
 from docs.recorded import (  # noqa: E402
     Table,
     command_line,
@@ -176,21 +178,25 @@ def run(args: Any, data: dict[str, Any]) -> dict[str, Any]:
 
     results: dict[str, Any] = {}
     for name, (obj, quality, direction) in workloads(args, data).items():
+        # ``seed`` (the workloads' model_seed): the backends of one repeat train the same
+        # model from the same weights, so they differ only in the backend.
         space = ecopt.SearchSpace({"backend": ecopt.Categorical(list(args.backends)),
-                                   "repeat": ecopt.Int(0, max(1, args.repeats - 1))})
+                                   "repeat": ecopt.Int(0, max(1, args.repeats - 1)),
+                                   "seed": ecopt.Int(0, args.seed + max(1, args.repeats - 1))})
         study = ecopt.Study(space, [ecopt.Objective(quality, direction),
                                     ecopt.Objective("train_rows_per_joule", "max")],
                             storage=C.study_dir(Path(args.out) / name, args.overwrite),
                             sampler="random", meter=args.meter, seed=args.seed)
         for b in args.backends:  # warm-up per backend (imports, first calls), not recorded
-            run_objective(obj, Trial(-1, {"backend": b, "repeat": 0}, get_meter("wallclock")))
+            run_objective(obj, Trial(-1, {"backend": b, "repeat": 0, "seed": args.seed},
+                                       get_meter("wallclock")))
         done = {(r.params["backend"], r.params["repeat"]) for r in study.records
                 if r.state.value == "complete"}
         for rep in range(args.repeats):
             for b in args.backends:
                 if (b, rep) in done:
                     continue
-                trial = study.ask(params={"backend": b, "repeat": rep})
+                trial = study.ask(params={"backend": b, "repeat": rep, "seed": args.seed + rep})
                 rec = study.tell(trial, outcome=run_objective(obj, trial))
                 tot = sum(p.duration_s for p in rec.phases.values())
                 msg = (f"{quality}={C.fmt(rec.values.get(quality))} total={tot:.2f}s"
@@ -326,24 +332,65 @@ def operator_tables(ops: dict[tuple[str, str], list[list[dict[str, Any]]]], ener
     return Table(cols, rows), ram
 
 
+def _iv(c: dict[str, float]) -> tuple[float, float]:
+    return c["low"], c["high"]
+
+
 def _apart(a: dict[str, float], b: dict[str, float]) -> bool:
-    return a["low"] > b["high"]
+    """Whether the one rule tells ``a`` and ``b`` apart (either way)."""
+    return verdict_of_intervals(_iv(a), _iv(b)) != NOT_SHOWN
 
 
-def _verdict(vals: dict[str, dict[str, float]], who: str) -> str:
-    """Whether ``who`` has the highest value, and whether its interval clears the others'."""
+def highest_verdict(vals: dict[str, dict[str, float]], who: str) -> str:
+    """The verdict on "``who`` costs the most", by the one rule (:mod:`ecopt._verdict`).
+
+    It holds when ``who`` exceeds every other backend (intervals apart), does not hold
+    when another backend exceeds ``who``, and is not shown otherwise.
+    """
     others = [b for b in vals if b != who]
     top = max(others, key=lambda b: vals[b]["value"])
     ratio = vals[who]["value"] / vals[top]["value"] if vals[top]["value"] > 0 else math.inf
-    if all(_apart(vals[who], vals[b]) for b in others):
-        return f"holds: {who} highest ({ratio:.2f}x {top}), intervals apart"
-    if ratio > 1:
-        return f"not shown: {who} {ratio:.2f}x {top}, intervals overlap"
-    return f"does not hold: {who} {ratio:.2f}x {top}"
+    each = {b: verdict_of_intervals(_iv(vals[who]), _iv(vals[b])) for b in others}
+    if all(v == HOLDS for v in each.values()):
+        return f"{HOLDS}: {who} highest ({ratio:.2f}x {top}), intervals apart"
+    above = [b for b, v in each.items() if v == NOT_HOLD]
+    if above:
+        return f"{NOT_HOLD}: {' and '.join(above)} above {who} ({who} {ratio:.2f}x {top}), " \
+               "intervals apart"
+    return f"{NOT_SHOWN}: {who} {ratio:.2f}x {top}, intervals overlap"
+
+
+def _ram_here(vals: dict[str, dict[str, float]]) -> str:
+    order = sorted(BACKENDS, key=lambda b: vals[b]["value"])
+    apart = all(_apart(vals["polars"], vals[b]) for b in BACKENDS if b != "polars")
+    return (f"polars ranks {order.index('polars') + 1} of 3 (1 = least), "
+            f"{vals['polars']['value'] / vals['pandas']['value']:.2f}x pandas; "
+            f"intervals {'apart' if apart else 'overlap'}")
+
+
+def _spread(v: dict[str, dict[str, float]]) -> float:
+    lo = min(x["value"] for x in v.values())
+    return (max(x["value"] for x in v.values()) - lo) / lo if lo > 0 else math.nan
+
+
+def _any_apart(v: dict[str, dict[str, float]]) -> bool:
+    return any(_apart(v[a], v[b]) for a in BACKENDS for b in BACKENDS if a != b)
+
+
+def _mask_here(data: dict[str, dict[str, float]], tot: dict[str, dict[str, float]]
+               ) -> tuple[str, str]:
+    """The two cells of "a heavy model masks the backend": the data row's and the total's."""
+    masked = _any_apart(data) and not _any_apart(tot)
+    return (f"backends differ by {_spread(data):.0%} (max/min - 1); intervals "
+            f"{'apart' if _any_apart(data) else 'overlap'}",
+            f"backends differ by {_spread(tot):.0%}; "
+            + (f"{HOLDS}: the data-side difference is lost in the total" if masked else
+               f"{NOT_SHOWN}: " + ("the totals differ too" if _any_apart(tot) else
+                                   "no data-side difference to mask")))
 
 
 def findings_table(wf: dict[str, Any], ram: dict[str, Any], energy_word: str) -> Table:
-    """The study's two findings, restated as measures, with whether they hold here."""
+    """The study's findings, restated as measures, each judged by the one rule."""
     rows: list[list[Any]] = []
     for name in ("movielens-ncf", "movielens-mf"):
         f = wf.get(name, {})
@@ -351,51 +398,53 @@ def findings_table(wf: dict[str, Any], ram: dict[str, Any], energy_word: str) ->
             continue
         vals = {b: f[b]["total_j"] for b in BACKENDS}
         rows.append(["Dask's CPU energy on MovieLens", f"{name}: whole workflow J ({energy_word})",
-                     vals["pandas"], vals["polars"], vals["dask"], _verdict(vals, "dask")])
+                     vals["pandas"], vals["polars"], vals["dask"], ""])
     if all(f"movielens/{b}" in ram for b in BACKENDS):
         vals = {b: ram[f"movielens/{b}"]["energy_j"] for b in BACKENDS}
         rows.append(["Dask's CPU energy on MovieLens",
                      f"5 operators, fresh process: J ({energy_word})",
-                     vals["pandas"], vals["polars"], vals["dask"], _verdict(vals, "dask")])
+                     vals["pandas"], vals["polars"], vals["dask"], ""])
     if all(f"insurance/{b}" in ram for b in BACKENDS):
         for key, label in (("added_mb", "RAM added by the 5 operators, MB (fresh process)"),
                            ("peak_rss_mb", "peak RSS of the process incl. libraries, MB")):
             vals = {b: ram[f"insurance/{b}"][key] for b in BACKENDS}
-            order = sorted(BACKENDS, key=lambda b: vals[b]["value"])
-            apart = all(vals["polars"]["low"] > vals[b]["high"] or
-                        vals["polars"]["high"] < vals[b]["low"] for b in BACKENDS
-                        if b != "polars")
             rows.append(["polars' RAM on Insurance", label, vals["pandas"], vals["polars"],
-                         vals["dask"],
-                         f"polars ranks {order.index('polars') + 1} of 3 (1 = least), "
-                         f"{vals['polars']['value'] / vals['pandas']['value']:.2f}x pandas; "
-                         f"intervals {'apart' if apart else 'overlap'}"])
+                         vals["dask"], ""])
     for name in [n for n in wf if n.startswith("coco-")]:
         f = wf[name]
         if not all(b in f for b in BACKENDS):
             continue
         data = {b: f[b]["data_j"] for b in BACKENDS}
         tot = {b: f[b]["total_j"] for b in BACKENDS}
+        rows.append([MASKS, f"{name}: load + preprocess J ({energy_word})",
+                     data["pandas"], data["polars"], data["dask"], ""])
+        rows.append([MASKS, f"{name}: whole workflow J ({energy_word})",
+                     tot["pandas"], tot["polars"], tot["dask"], ""])
+    return judge_findings(Table(["finding", "measure", "pandas", "polars", "dask", "here"], rows))
 
-        def spread(v: dict[str, dict[str, float]]) -> float:
-            lo = min(x["value"] for x in v.values())
-            return (max(x["value"] for x in v.values()) - lo) / lo if lo > 0 else math.nan
 
-        def any_apart(v: dict[str, dict[str, float]]) -> bool:
-            return any(_apart(v[a], v[b]) for a in BACKENDS for b in BACKENDS if a != b)
+#: The finding of the vision workload's two rows (data side, then the whole workflow).
+MASKS = "a heavy model masks the backend"
 
-        masked = any_apart(data) and not any_apart(tot)
-        rows.append(["a heavy model masks the backend", f"{name}: load + preprocess J "
-                     f"({energy_word})", data["pandas"], data["polars"], data["dask"],
-                     f"backends differ by {spread(data):.0%} (max/min - 1); intervals "
-                     f"{'apart' if any_apart(data) else 'overlap'}"])
-        rows.append(["a heavy model masks the backend", f"{name}: whole workflow J "
-                     f"({energy_word})", tot["pandas"], tot["polars"], tot["dask"],
-                     f"backends differ by {spread(tot):.0%}; "
-                     + ("holds: the data-side difference is lost in the total" if masked else
-                        "not shown: " + ("the totals differ too" if any_apart(tot) else
-                                         "no data-side difference to mask"))])
-    return Table(["finding", "measure", "pandas", "polars", "dask", "here"], rows)
+
+def judge_findings(table: Table) -> Table:
+    """The findings table with its ``here`` column judged from its own cells.
+
+    The one place the findings' verdicts are made: :func:`findings_table` calls it,
+    and a recorded table's verdicts can be re-derived from its committed cells
+    (``tests/test_seeds_verdicts.py`` checks that they equal what it gives).
+    """
+    rows = [list(r) for r in table.rows]
+    for i, r in enumerate(rows):
+        vals = dict(zip(BACKENDS, (r[2], r[3], r[4])))
+        if r[0] == "Dask's CPU energy on MovieLens":
+            r[5] = highest_verdict(vals, "dask")
+        elif r[0] == "polars' RAM on Insurance":
+            r[5] = _ram_here(vals)
+        elif r[0] == MASKS and "whole workflow" in r[1]:
+            data = dict(zip(BACKENDS, (rows[i - 1][2], rows[i - 1][3], rows[i - 1][4])))
+            rows[i - 1][5], r[5] = _mask_here(data, vals)
+    return Table(list(table.columns), rows)
 
 
 def plot(facts: dict[str, Any], results: dict[str, Any], backends: Sequence[str],

@@ -38,6 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _common as C  # noqa: E402
 
+from ecopt._verdict import NOT_SHOWN, verdict_of_intervals  # noqa: E402
+
 from docs.recorded import (  # noqa: E402
     Table,
     command_line,
@@ -49,7 +51,7 @@ from docs.recorded import (  # noqa: E402
     write_run,
 )
 
-__all__ = ["BULK", "claim_verdict", "sweep_tables", "main"]
+__all__ = ["BULK", "claim_verdict", "judge_claims", "sweep_tables", "main"]
 
 #: The study's bulk operators.
 BULK = ("join", "group_by", "encode")
@@ -57,18 +59,30 @@ BACKENDS = ("pandas", "polars", "polars-lazy", "dask")
 
 
 def claim_verdict(polars: dict[str, float], pandas: dict[str, float]) -> str:
-    """``holds`` when polars' interval lies below pandas', ``does not hold`` when above.
+    """The verdict on "polars costs less than pandas", by the one rule (:mod:`ecopt._verdict`).
+
+    ``holds`` when polars' interval lies below pandas', ``does not hold`` when above,
+    ``not shown`` when they overlap.
 
     Args:
         polars: ``{"value", "low", "high"}`` of polars' cost.
         pandas: The same for pandas.
     """
     ratio = polars["value"] / pandas["value"] if pandas["value"] > 0 else float("inf")
-    if polars["high"] < pandas["low"]:
-        return f"holds: polars {ratio:.2f}x pandas, intervals apart"
-    if polars["low"] > pandas["high"]:
-        return f"does not hold: polars {ratio:.2f}x pandas, intervals apart"
-    return f"not shown: polars {ratio:.2f}x pandas, intervals overlap"
+    v = verdict_of_intervals((pandas["low"], pandas["high"]), (polars["low"], polars["high"]))
+    return f"{v}: polars {ratio:.2f}x pandas, intervals {'overlap' if v == NOT_SHOWN else 'apart'}"
+
+
+def judge_claims(table: Table) -> Table:
+    """The ``claim`` table with its verdict column judged again from its own cells."""
+    cols = list(table.columns)
+    i_pl, i_pd, i_v = cols.index("polars"), cols.index("pandas"), cols.index("verdict")
+    rows = []
+    for r in table.rows:
+        r = list(r)
+        r[i_v] = claim_verdict(r[i_pl], r[i_pd])
+        rows.append(r)
+    return Table(cols, rows)
 
 
 def _cost(run: list[dict[str, Any]], ops: Sequence[str], key: str) -> float:

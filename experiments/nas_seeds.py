@@ -23,6 +23,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from collections.abc import Sequence
@@ -33,6 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _common as C  # noqa: E402
 
+from ecopt._verdict import HOLDS, NOT_HOLD, NOT_SHOWN, verdict_of_tests  # noqa: E402
+
 from docs.recorded import (  # noqa: E402
     Table,
     command_line,
@@ -42,7 +45,7 @@ from docs.recorded import (  # noqa: E402
     write_run,
 )
 
-__all__ = ["seed_statistics", "compare_over_seeds", "main"]
+__all__ = ["seed_statistics", "compare_over_seeds", "higher_verdict", "judge_tests", "main"]
 
 METHODS = ("qlognehvi", "random")
 #: Statistics compared over seeds (all "higher is better").
@@ -90,6 +93,32 @@ def seed_statistics(points: dict[int, dict[str, list[tuple[float, float]]]],
     return out, ref
 
 
+def higher_verdict(a: str, p_greater: float, p_less: float) -> str:
+    """The verdict on "``a`` is higher", by the one rule's test form
+    (:func:`ecopt._verdict.verdict_of_tests`, at p < 0.05)."""
+    if math.isnan(p_greater) or math.isnan(p_less):
+        return "cannot tell (no seeds)"
+    v = verdict_of_tests(p_greater, p_less)
+    if v == HOLDS:
+        return f"{HOLDS}: {a} higher (p={p_greater:.3g} < 0.05)"
+    if v == NOT_HOLD:
+        return f"{NOT_HOLD}: {a} lower (p={p_less:.3g} < 0.05)"
+    return f"{NOT_SHOWN} (p={p_greater:.3g} >= 0.05)"
+
+
+def judge_tests(table: Table, a: str = "qlognehvi") -> Table:
+    """The ``tests`` table with its verdict column judged again from its p-values."""
+    cols = list(table.columns)
+    i_gt = next(i for i, c in enumerate(cols) if c.startswith("Mann-Whitney p"))
+    i_lt, i_v = cols.index(f"p ({a} < random)"), cols.index("verdict")
+    rows = []
+    for r in table.rows:
+        r = list(r)
+        r[i_v] = higher_verdict(a, float(r[i_gt]), float(r[i_lt]))
+        rows.append(r)
+    return Table(cols, rows)
+
+
 def compare_over_seeds(stats: dict[int, dict[str, dict[str, float]]], a: str = "qlognehvi",
                        b: str = "random") -> dict[str, dict[str, Any]]:
     """Median per method, seeds won by ``a``, one-sided Mann-Whitney p of ``a`` > ``b``.
@@ -109,12 +138,7 @@ def compare_over_seeds(stats: dict[int, dict[str, dict[str, float]]], a: str = "
         p_gt = float(mannwhitneyu(xa, xb, alternative="greater").pvalue) if seeds else float("nan")
         p_lt = float(mannwhitneyu(xa, xb, alternative="less").pvalue) if seeds else float("nan")
         wins = sum(x > y for x, y in zip(xa, xb))
-        if p_gt < 0.05:
-            verdict = f"{a} higher (p={p_gt:.3g} < 0.05)"
-        elif p_lt < 0.05:
-            verdict = f"{a} LOWER (p={p_lt:.3g} < 0.05)"
-        else:
-            verdict = f"no difference shown (p={p_gt:.3g} >= 0.05)"
+        verdict = higher_verdict(a, p_gt, p_lt)
         out[name] = {"median_a": float(np.median(xa)) if xa else float("nan"),
                      "median_b": float(np.median(xb)) if xb else float("nan"),
                      "wins": int(wins), "n": len(seeds), "p_greater": p_gt, "p_less": p_lt,

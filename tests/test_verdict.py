@@ -43,3 +43,28 @@ def test_bad_input_names_the_rule(args):
         verdict(*args)
     with pytest.raises(ValueError, match="> 0"):
         verdict_of_ratio((0.0, 1.0), (1.0, 2.0))
+
+
+def test_intervals_agree_with_the_ratio_rule_and_take_zero():
+    from ecopt._verdict import verdict_of_intervals
+
+    for a, b in [((3.0, 4.0), (1.0, 2.0)), ((1.77, 3.03), (3.49, 11.41)),
+                 ((2.0, 3.0), (1.5, 2.5))]:
+        assert verdict_of_intervals(a, b) == verdict_of_ratio(a, b)
+    # An interval clipped at 0 (a trimmed interval of a small energy) is still judged.
+    assert verdict_of_intervals((5.188 - 5, 11.33), (1.929, 2.115)) == NOT_SHOWN
+    assert verdict_of_intervals((0.0, 0.26), (1.9, 2.1)) == NOT_HOLD
+    assert verdict_of_intervals((-0.5, -0.1), (-1.0, -0.6)) == HOLDS
+    with pytest.raises(ValueError, match="low <= high"):
+        verdict_of_intervals((2.0, 1.0), (0.0, 1.0))
+
+
+def test_tests_rule_is_symmetric_and_never_fails_on_a_large_p():
+    from ecopt._verdict import verdict_of_tests
+
+    assert verdict_of_tests(0.01, 0.99) == HOLDS
+    assert verdict_of_tests(0.99, 0.01) == NOT_HOLD
+    assert verdict_of_tests(0.345, 0.726) == NOT_SHOWN
+    assert verdict_of_tests(0.6, 0.43) == NOT_SHOWN
+    with pytest.raises(ValueError, match="0 <= p_less <= 1"):
+        verdict_of_tests(0.5, 1.5)

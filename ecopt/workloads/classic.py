@@ -51,10 +51,12 @@ from ecopt.errors import EcoptError
 from ecopt.trial import Trial
 from ecopt.workloads.ncf import RatingsSource, hit_rate, leave_last_out
 from ecopt.workloads.tabular import (
+    SEED_PARAM,
     TRAIN_METRIC,
     TabularObjective,
     check_returns,
     finish_trial,
+    model_seed,
     set_threads,
 )
 
@@ -164,7 +166,7 @@ class ClassicTabularObjective:
     seed: int = 0
 
     quality = "rmse"
-    _KNOBS = ("backend", "threads", "repeat", "batch_size")
+    _KNOBS = ("backend", "threads", "repeat", "batch_size", SEED_PARAM)
 
     def __post_init__(self) -> None:
         if self.model not in CLASSIC_MODELS:
@@ -188,7 +190,10 @@ class ClassicTabularObjective:
             x = table.features.numpy()
             y = table.target.numpy().astype(np.float64)
         mu, sd = float(y.mean()), float(y.std()) or 1.0
-        reg = build_classic_model(self.model, self.seed, int(p["threads"]), **options)
+        # The model's random state: the trial's ``seed`` param when it has one, else the
+        # objective's seed for every trial (the model is then the same in every trial).
+        seed = model_seed(trial, self.seed) if SEED_PARAM in trial.params else self.seed
+        reg = build_classic_model(self.model, seed, int(p["threads"]), **options)
         with measured_phase(trial, "train", samples=len(tr)):
             reg.fit(x, (y - mu) / sd)
         stats, bs = table.stats, int(p.get("batch_size", 256))
@@ -300,7 +305,7 @@ class MatrixFactorizationObjective(RatingsSource):
         n_train = int(train_t[0].shape[0])
         loader = make_loader(lambda: self.split(pipe.run())[0], cfg)
         loader.prime(train_t)
-        torch.manual_seed(self.seed + trial.number)
+        torch.manual_seed(model_seed(trial, self.seed))
         model = build_biased_mf(held["n_users"], held["n_items"], int(p["dim"]), held["mean"])
         opt = torch.optim.Adam(model.parameters(), lr=float(p["lr"]),
                                weight_decay=float(p["weight_decay"]))

@@ -56,11 +56,12 @@ from ecopt.data.schema import MOVIELENS, TensorTable
 from ecopt.trial import Trial
 from ecopt.workloads.device import Precision, place_model, to_device
 from ecopt.workloads.tabular import (
-    TRAIN_METRIC,
     DeviceObjective,
+    TRAIN_METRIC,
     check_returns,
     finish_trial,
     generated_path,
+    model_seed,
     set_threads,
 )
 
@@ -278,7 +279,7 @@ class NCFObjective(RatingsSource, DeviceObjective):
         epochs, k = int(p["epochs"]), int(p["num_negatives"])
         with measured_phase(trial, "load"):
             frame = pipe.read()
-        rng = np.random.default_rng(self.seed + trial.number)
+        rng = np.random.default_rng(model_seed(trial, self.seed))
         with measured_phase(trial, "preprocess"):
             # The id vocabularies (embedding rows) are fitted on every rating: the catalogue,
             # not a label; the held-out rows are found after encoding (each user's latest).
@@ -301,7 +302,7 @@ class NCFObjective(RatingsSource, DeviceObjective):
 
         loader = make_loader(produce, cfg, device=device)
         loader.prime(train_t)
-        torch.manual_seed(self.seed + trial.number)
+        torch.manual_seed(model_seed(trial, self.seed))
         model = place_model(build_neumf(split["n_users"], split["n_items"], int(p["emb_dim"])),
                             device)
         opt = torch.optim.Adam(model.parameters(), lr=float(p["lr"]))

@@ -90,7 +90,10 @@ from ecopt.workloads.device import (
 
 __all__ = ["TabularObjective", "build_mlp_regressor", "profile_target", "finish_trial",
            "check_returns", "TRAIN_METRIC", "DEPRECATED_TRAIN_METRIC",
-           "generated_path", "set_threads", "DeviceObjective"]
+           "generated_path", "set_threads", "DeviceObjective", "SEED_PARAM", "model_seed"]
+
+#: A trial param that, when present, seeds the model instead of the trial number.
+SEED_PARAM = "seed"
 
 _GENERATED: dict[tuple[Any, ...], Path] = {}
 
@@ -210,6 +213,25 @@ class DeviceObjective:
         prec = Precision(str(p["precision"]), device)
         with trial_on_device(trial, device):
             return self._run(trial, p, device, prec)
+
+
+def model_seed(trial: Trial, base: int) -> int:
+    """The seed of a trial's model initialisation and training order.
+
+    ``base + trial.number`` by default, so that the trials of a search start from
+    different weights; the trial's :data:`SEED_PARAM` param (``seed``) when it has one,
+    so that configurations compared with each other (the same repeat of several
+    dataframe backends) train from the same weights and differ only in what is compared.
+
+    Raises:
+        ValueError: when the ``seed`` param is not a non-negative integer.
+    """
+    if SEED_PARAM not in trial.params:
+        return base + trial.number
+    s = trial.params[SEED_PARAM]
+    if isinstance(s, bool) or not isinstance(s, (int, float)) or int(s) != s or s < 0:
+        raise ValueError(f"the {SEED_PARAM!r} param must be a non-negative integer, got {s!r}")
+    return int(s)
 
 
 def set_threads(threads: Any) -> None:
@@ -332,7 +354,7 @@ class TabularObjective(DeviceObjective):
 
         loader = make_loader(produce, cfg, device=device)
         loader.prime((table.features, table.target))
-        torch.manual_seed(self.seed + trial.number)
+        torch.manual_seed(model_seed(trial, self.seed))
         reg = self.task == "regression"
         y_tr = table.target
         y_mu = float(y_tr.float().mean()) if reg else 0.0

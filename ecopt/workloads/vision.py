@@ -62,11 +62,12 @@ from ecopt.data.memory import measured_phase
 from ecopt.trial import Trial
 from ecopt.workloads.device import Precision, is_cuda, place_model, to_device
 from ecopt.workloads.tabular import (
-    TRAIN_METRIC,
     DeviceObjective,
+    TRAIN_METRIC,
     check_returns,
     finish_trial,
     generated_path,
+    model_seed,
     set_threads,
 )
 
@@ -376,7 +377,7 @@ class VisionObjective(DeviceObjective):
             if pin:  # every epoch copies the set again: pin it once
                 x_tr = x_tr.pin_memory()
             y_tr = torch.from_numpy(y)
-        torch.manual_seed(self.seed + trial.number)
+        torch.manual_seed(model_seed(trial, self.seed))
         model = place_model(build_vision_model(str(p["model"]), len(classes)), device)
         opt = torch.optim.SGD(model.parameters(), lr=float(p["lr"]), momentum=0.9)
         loss_fn = torch.nn.CrossEntropyLoss()

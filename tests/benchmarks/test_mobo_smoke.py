@@ -179,3 +179,21 @@ def test_report_only_rebuilds_the_pair_with_the_runs_threads(tmp_path: Path) -> 
     assert "torch_threads 1" in md
     row = next(ln for ln in md.splitlines() if ln.startswith("| ecopt-qnehvi |"))
     assert "| 8.1 [7.985, 8.215] |" in row  # final HV: mean 8.1 +- 2 x 0.1 / sqrt(3)
+
+
+def test_target_lines_use_the_one_rule() -> None:
+    """A p-value above 0.05 is 'not shown', never a pass (the 2026-12-03 runs said 'HOLDS')."""
+    from benchmarks.mobo import targets_of_tables
+    from docs.recorded import Table
+
+    t = Table(["method", "p better", "p worse"],
+              [["ecopt-qlognehvi", None, None], ["ecopt-before", 0.339, 0.688],
+               ["ecopt-random", 0.001, 0.999], ["optuna-gp", 0.99, 0.0001]])
+    lines = targets_of_tables({"dtlz2": t})
+    assert lines == [
+        "- dtlz2: qLogNEHVI's final hypervolume above ecopt-random's: holds "
+        "(p better = 0.001, p worse = 0.999)",
+        "- dtlz2: qLogNEHVI's final hypervolume above optuna-gp's: does not hold "
+        "(p better = 0.99, p worse = 0.0001)",
+        "- dtlz2: qLogNEHVI's final hypervolume above ecopt-before's: not shown "
+        "(p better = 0.339, p worse = 0.688)"]

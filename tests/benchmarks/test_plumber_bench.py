@@ -12,16 +12,19 @@ from benchmarks import plumber
 
 
 def test_verdicts_follow_the_interval():
-    assert plumber._verdict("LP", "tuner", {"value": 2.0, "low": 1.2, "high": 2.8}) == "LP faster"
-    assert plumber._verdict("LP", "tuner", {"value": 0.5, "low": 0.3, "high": 0.8}) \
-        == "tuner faster"
-    assert plumber._verdict("LP", "rule", {"value": 1.5, "low": 0.8, "high": 2.2}).startswith(
-        "no difference shown")
-    assert plumber._verdict("LP", "rule", {"value": 1.5, "low": math.nan, "high": math.nan}) \
+    """The one rule (ecopt._verdict): a winner only when the interval excludes the threshold."""
+    assert plumber.faster_verdict("LP", "tuner", {"value": 2.0, "low": 1.2, "high": 2.8}) \
+        == "holds: LP faster"
+    assert plumber.faster_verdict("LP", "tuner", {"value": 0.5, "low": 0.3, "high": 0.8}) \
+        == "does not hold: tuner faster"
+    assert plumber.faster_verdict("LP", "rule", {"value": 1.5, "low": 0.8, "high": 2.2}) \
+        .startswith("not shown")
+    assert plumber.faster_verdict("LP", "rule", {"value": 1.5, "low": math.nan, "high": math.nan}) \
         .startswith("cannot tell")
-    assert plumber._half_better({"value": 2.0, "low": 1.6, "high": 2.4}) == "holds"
-    assert plumber._half_better({"value": 1.2, "low": 1.1, "high": 1.4}) == "does not hold"
-    assert plumber._half_better({"value": 1.6, "low": 1.1, "high": 2.4}).startswith("not decided")
+    assert plumber.half_better_verdict({"value": 2.0, "low": 1.6, "high": 2.4}) == "holds"
+    assert plumber.half_better_verdict({"value": 1.2, "low": 1.1, "high": 1.4}) == "does not hold"
+    assert plumber.half_better_verdict({"value": 1.6, "low": 1.1, "high": 2.4}).startswith(
+        "not shown")
 
 
 @pytest.mark.slow

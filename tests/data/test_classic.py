@@ -46,6 +46,18 @@ def test_backends_give_the_same_model():
     assert rmse["dask"] == pytest.approx(rmse["pandas"], rel=1e-6)
 
 
+def test_seed_param_seeds_the_model_and_is_no_model_option():
+    """The dataframe study asks every backend of one repeat with the same ``seed`` param: the
+    forest is seeded by it (and SVR, which takes no seed, does not receive it as an option)."""
+    obj = ClassicTabularObjective("random_forest", n_rows=150, defaults=TINY["random_forest"])
+    a = _run(obj, {"backend": "pandas", "seed": 3}).returned["rmse"]
+    b = _run(obj, {"backend": "dask", "seed": 3}).returned["rmse"]
+    c = _run(obj, {"backend": "pandas", "seed": 4}).returned["rmse"]
+    assert a == pytest.approx(b, rel=1e-6) and c != a
+    assert math.isfinite(_run(ClassicTabularObjective("svr", n_rows=150),
+                              {"backend": "polars", "seed": 3}).returned["rmse"])
+
+
 @pytest.mark.parametrize("backend", ["pandas", "polars", "dask"])
 def test_matrix_factorisation_learns_the_ratings(backend):
     obj = MatrixFactorizationObjective(n_users=60, n_movies=80, n_ratings=3000,

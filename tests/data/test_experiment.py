@@ -72,6 +72,9 @@ def test_tiny_run_writes_studies_tables_and_plot(tmp_path):
             .read_text().splitlines()]
     assert sorted((r["params"]["backend"], r["params"]["repeat"]) for r in recs) == [
         ("pandas", 0), ("pandas", 1), ("polars", 0), ("polars", 1)]
+    # The backends of one repeat train from one seed (the workloads' model_seed), whatever
+    # their trial numbers: they differ only in the backend.
+    assert {(r["params"]["repeat"], r["params"]["seed"]) for r in recs} == {(0, 0), (1, 1)}
     # The inference window repeats its pass until the meter resolves it; the table shows one
     # pass (window / passes), so a fast backend's extra passes do not count against it.
     for rec in recs:
@@ -81,6 +84,27 @@ def test_tiny_run_writes_studies_tables_and_plot(tmp_path):
     svr_pandas = next(r for r in rows if r[0] == "insurance-svr" and r[1] == "pandas")
     assert svr_pandas[inf_s]["value"] == pytest.approx(sum(per_pass) / 2, rel=1e-5)  # 6 digits
     assert (out / "dataframe_energy.png").stat().st_size > 0
+
+
+def test_dask_highest_is_judged_by_the_one_rule():
+    script = _script()
+
+    def iv(v, lo, hi):
+        return {"value": v, "low": lo, "high": hi}
+
+    # Dask's interval clears both others': holds.
+    assert script.highest_verdict({"pandas": iv(1, 0.8, 1.2), "polars": iv(1, 0.9, 1.1),
+                                   "dask": iv(3, 2.5, 3.5)}, "dask").startswith("holds")
+    # A point below the others whose interval still reaches them is not shown, never
+    # "does not hold" (the 2026-12-03-full MovieLens rows were judged that way before).
+    assert script.highest_verdict({"pandas": iv(349.1, 147.5, 550.7),
+                                   "polars": iv(291.3, 139.6, 443.1),
+                                   "dask": iv(312.3, 262.9, 361.7)}, "dask").startswith(
+        "not shown: dask 0.89x pandas")
+    # Another backend wholly above dask: does not hold, naming it.
+    assert script.highest_verdict({"pandas": iv(5, 4.5, 5.5), "polars": iv(1, 0.9, 1.1),
+                                   "dask": iv(2, 1.8, 2.2)}, "dask").startswith(
+        "does not hold: pandas above dask")
 
 
 def test_device_that_is_not_there_stops_before_anything_runs(tmp_path):
