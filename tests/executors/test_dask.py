@@ -268,7 +268,7 @@ def test_tls_cluster_and_a_users_own_client() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(1500)  # 30 mixed-space proposals: ~3 min on 2 quiet cores
+@pytest.mark.timeout(1500)  # 30 mixed-space proposals: over 600 s at load 20
 def test_a_failing_region_is_tried_at_most_twice_with_batches_on_dask(gpu_cluster) -> None:
     """Issue 36 on the Dask executor, two trials at a time: failed configurations reach
     every later proposal (as pending points) also while other trials run."""
