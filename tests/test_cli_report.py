@@ -29,11 +29,11 @@ def objective(trial):
             "samples_per_joule": trial.samples_per_joule("inference")}
 
 
-def make(path, n=10, seed=0, fn=objective, objectives=OBJS):
+def make(path, n=10, seed=0, fn=objective, objectives=OBJS, fail_fast=3):
     with ecopt.Study(SPACE, objectives, storage=path, sampler="random", meter="estimate",
                      seed=seed) as s:
         if n:
-            s.optimize(fn, n_trials=n, show_progress=False)
+            s.optimize(fn, n_trials=n, show_progress=False, fail_fast=fail_fast)
     return path
 
 
@@ -152,10 +152,12 @@ def test_only_failed_trials(tmp_path, capsys):
             sum(range(1000))
         raise ValueError(f"bad lr {trial['x']:.2f}")
 
-    path = make(tmp_path / "failed", n=3, fn=boom)
+    path = make(tmp_path / "failed", n=3, fn=boom, fail_fast=None)
     assert main(["show", str(path)]) == 0
     o = capsys.readouterr()
     assert "3 failed" in o.out and "ValueError: bad lr" in o.out
+    assert "failures: 3 trial(s) failed (ValueError at test_cli_report.py:" in o.out
+    assert "no failed configuration was proposed again" in o.out
     assert "no trial completed within the constraints" in o.err and "Traceback" not in o.err
     assert main(["report", str(path), "--out", str(tmp_path / "r.html")]) == 0
     assert "bad lr" in (tmp_path / "r.html").read_text()

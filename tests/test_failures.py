@@ -81,3 +81,22 @@ def test_enclosed_finds_a_success_inside_the_failures_box():
     inside, outside = rec(0, 0.5, "a", 0.5), rec(1, 0.5, "c", 0.5)
     assert enclosed(SPACE, fails, [outside, inside]) is inside
     assert enclosed(SPACE, fails, [outside]) is None  # category c is not in the box
+
+
+def test_the_show_summary_counts_errors_regions_weights_and_repeats():
+    from ecopt.report.data import failure_line, failure_summary
+
+    note = {"failed": 2, "pending": 2, "regional": 2, "isolated": 0, "modelled": True,
+            "p_failure": 0.03, "nearest_failure": 0.2}
+    recs = [rec(0, 0.9, "c", state="failed"), rec(1, 0.2, "a"), rec(2, 0.95, "c", state="failed"),
+            TrialRecord(number=3, state=TrialState.COMPLETE, params={"x": 0.5, "kind": "a",
+                        "y": 0.5}, values={"f1": 0.5, "f2": 0.5}, proposal={"failures": note}),
+            rec(4, 0.9, "c", state="failed")]  # the configuration of trial 0, again
+    s = failure_summary(recs)
+    assert s["failed"] == 3 and s["errors"] == {"RuntimeError at notebook.py:12": 3}
+    assert s["regional"] == 2 and s["weighted"] == 1 and s["max_p_failure"] == 0.03
+    assert s["repeated"] == 1
+    line = failure_line(s)
+    assert line.startswith("failures: 3 trial(s) failed (RuntimeError at notebook.py:12 x3)")
+    assert "1 trial(s) repeated a failed configuration" in line
+    assert failure_summary(recs[1:2]) is None
