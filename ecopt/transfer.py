@@ -38,7 +38,7 @@ from ecopt._types import Params
 from ecopt.errors import TransferSourceError
 from ecopt.objective import Objective
 from ecopt.space import Categorical, Fixed, Float, Int, Parameter, SearchSpace
-from ecopt.trial import TrialRecord, TrialState
+from ecopt.record import TrialRecord, TrialState, make_record
 
 __all__ = ["SourceStudy", "load_sources", "records_hash", "study_id"]
 
@@ -197,7 +197,7 @@ def map_into(space: SearchSpace, objectives: Sequence[Objective], src_space: Sea
         if not ok or len(values) != len(shared):
             dropped += 1
             continue
-        out.append(TrialRecord(number=-1 - len(out), state=TrialState.COMPLETE, params=params,
+        out.append(make_record(number=-1 - len(out), state=TrialState.COMPLETE, params=params,
                                values=values, proposed_by="transfer"))
     return out, dropped, rules, shared
 
