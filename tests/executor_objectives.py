@@ -22,7 +22,8 @@ from ecopt.pruners.base import Decision, Pruner
 from ecopt.trial import Trial
 
 __all__ = ["zdt1", "quick", "typo", "Sleepy", "VariableSleep", "ZDT1Sleep", "Leader", "PidThenSleep", "Suicide",
-           "report_env", "pending_seen", "Curve", "OddTrialsPruner", "SleepByNumber"]
+           "report_env", "pending_seen", "Curve", "OddTrialsPruner", "SleepByNumber",
+           "every_ending"]
 
 
 def zdt1(x: float, y: float) -> dict[str, float]:
@@ -246,3 +247,27 @@ class SleepByNumber:
 def typo(trial: Trial) -> dict[str, float]:
     """A systematic bug: every trial fails the same way (``KeyError: 'c'``)."""
     return {"f1": trial["c"], "f2": 0.0}
+
+
+def every_ending(trial: Trial) -> dict[str, float]:
+    """Each way a trial ends, by its number modulo 4 (the executor contract's objective).
+
+    0: completes, with a ``work`` phase of 10 samples, one report, a metric and a user
+    attribute; 1: raises ``ValueError``; 2: runs out of memory; 3: reports once and is
+    pruned.
+    """
+    x, y = float(trial["x"]), float(trial["y"])
+    kind = trial.number % 4
+    if kind == 0:
+        with trial.phase("work", samples=10):
+            sum(i * i for i in range(20_000))
+        trial.report(1, {"f1": x})
+        trial.set_metric("half_x", x / 2)
+        trial.set_user_attr("where", "worker")
+        return zdt1(x, y)
+    if kind == 1:
+        raise ValueError(f"x={x} is bad")
+    if kind == 2:
+        raise MemoryError("out of memory (on purpose)")
+    trial.report(1, zdt1(x, y))
+    raise TrialPruned("stopped by the objective")
