@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import copy
 import enum
+import functools
 import numbers
 import traceback as _tb
 from collections.abc import Callable, Mapping, Sequence
@@ -79,22 +80,29 @@ def _same(v: Any, what: str) -> Any:
 
 def _copy(v: Any) -> Any:
     """A plain field's JSON: containers copied (tuples as lists), a state as its value."""
+    kind = type(v)
+    if kind is dict:
+        return dict(v)
+    if kind is list or kind is tuple:
+        return list(v)
+    if kind in (str, float, int, bool) or v is None:
+        return v
     if isinstance(v, enum.Enum):
         return v.value
-    if isinstance(v, (list, tuple)):
-        return list(v)
     if isinstance(v, Mapping):
         return dict(v)
-    return v
+    return list(v) if isinstance(v, (list, tuple)) else v
 
 
 def _each(v: Any) -> Any:
     """The JSON of a field holding records: a dict or a sequence of them, or one (or None)."""
-    if isinstance(v, Mapping):
+    if v is None:
+        return None
+    if isinstance(v, dict):
         return {k: x.to_dict() for k, x in v.items()}
     if isinstance(v, (list, tuple)):
         return [x.to_dict() for x in v]
-    return None if v is None else v.to_dict()
+    return v.to_dict()
 
 
 def _empty(v: Any) -> bool:
@@ -150,51 +158,62 @@ def _spec(f: Field[Any]) -> _Spec:
     return f.metadata.get(_KEY, _PLAIN)
 
 
+_LAYOUTS: dict[type, tuple[tuple[str, _Spec | None], ...]] = {}
+
+
+def _layout(cls: type) -> tuple[tuple[str, _Spec | None], ...]:
+    """The keys of ``cls``'s JSON in the order they are written: ``(name, spec)`` per field
+    (``spec`` ``None`` for a derived figure written after a field). Worked out once a class."""
+    if cls not in _LAYOUTS:
+        specs = {f.name: _spec(f) for f in fields(cls)}
+        out: list[tuple[str, _Spec | None]] = []
+        for name, spec in specs.items():
+            for key in (name, *spec.after):
+                if all(key != k for k, _ in out):
+                    out.append((key, specs.get(key)))
+        _LAYOUTS[cls] = tuple(out)
+    return _LAYOUTS[cls]
+
+
+@functools.cache
+def _reading(cls: type) -> tuple[tuple[str, _Spec, bool], ...]:
+    """``(name, spec, required)`` of each field of ``cls`` its JSON holds."""
+    return tuple((f.name, _spec(f), f.default is MISSING and f.default_factory is MISSING)
+                 for f in fields(cls) if _spec(f).written)
+
+
 def _to_json(obj: Any) -> dict[str, Any]:
     """The JSON object of a record dataclass: its fields in order, each as its spec says."""
-    specs = {f.name: _spec(f) for f in fields(obj)}
     out: dict[str, Any] = {}
-    done: set[str] = set()
-
-    def put(name: str) -> None:
-        done.add(name)
+    for name, spec in _layout(type(obj)):
         v = getattr(obj, name)
-        spec = specs.get(name)
         if spec is None:  # a derived figure
             out[name] = v
-            return
-        if not spec.written or (spec.omit is not None and spec.omit(v)):
-            return
-        if spec.flatten:
+        elif not spec.written or (spec.omit is not None and spec.omit(v)):
+            continue
+        elif spec.flatten:
             out.update(spec.write(v))
         else:
             out[name] = spec.write(v)
-
-    for name, spec in specs.items():
-        if name not in done:
-            put(name)
-        for extra in spec.after:
-            put(extra)
     return out
 
 
 def _from_json(cls: type, d: Any, **given: Any) -> dict[str, Any]:
     """The keyword arguments of ``cls`` read from its JSON object ``d`` (``given`` as they are)."""
-    if not isinstance(d, Mapping):
+    if not isinstance(d, (dict, Mapping)):  # dict first: an ABC check costs more
         raise ValueError(f"a {cls.__name__} is a JSON object, got {type(d).__name__}")
     kw = dict(given)
-    for f in fields(cls):
-        spec = _spec(f)
-        if f.name in kw or not spec.written:
+    for name, spec, required in _reading(cls):
+        if name in kw:
             continue
-        raw = d if spec.flatten else d.get(f.name)
+        raw = d if spec.flatten else d.get(name)
         if raw is None:
             if spec.missing is not _UNSET:
-                kw[f.name] = copy.copy(spec.missing)
-            elif f.default is MISSING and f.default_factory is MISSING:
-                raise ValueError(f"{f.name!r} is missing")
+                kw[name] = copy.copy(spec.missing)
+            elif required:
+                raise ValueError(f"{name!r} is missing")
             continue
-        kw[f.name] = spec.read(raw, f.name)
+        kw[name] = spec.read(raw, name)
     return kw
 
 
@@ -211,6 +230,9 @@ def _typed(kind: type) -> Callable[[Any, str], Any]:
 
 
 def _number(v: Any, what: str) -> float:
+    kind = type(v)
+    if kind is float or kind is int:  # the usual case, before the ABC check
+        return float(v)
     # Non-finite floats are stored as strings ("nan", "inf") to keep strict JSON.
     if isinstance(v, bool) or not isinstance(v, (numbers.Real, str)):
         raise ValueError(f"{what} must be a number, got {v!r}")
@@ -221,7 +243,7 @@ def _number(v: Any, what: str) -> float:
 
 
 def _numbers(v: Any, what: str) -> dict[str, float]:
-    if not isinstance(v, Mapping):
+    if not isinstance(v, (dict, Mapping)):
         raise ValueError(f"{what!r} must be a dict, got {v!r}")
     return {str(k): _number(x, f"{what}[{k!r}]") for k, x in v.items()}
 
@@ -251,6 +273,8 @@ def _mapping(v: Any, what: str) -> dict[str, Any]:
 
 
 def _integer(v: Any, what: str) -> int:
+    if type(v) is int:
+        return v
     if isinstance(v, bool) or not isinstance(v, numbers.Integral):
         raise ValueError(f"{what!r} must be an integer, got {v!r}")
     return int(v)
@@ -264,10 +288,13 @@ def _log_number(v: Any, what: str) -> int:
 
 
 def _params(v: Any, what: str) -> Params:
-    if not isinstance(v, Mapping):
+    if not isinstance(v, (dict, Mapping)):
         raise ValueError(f"{what!r} must be a dict, got {v!r}")
     out: Params = {}
     for k, x in v.items():
+        if type(x) in (str, float, int, bool):
+            out[str(k)] = x
+            continue
         if not isinstance(x, (str, int, float, bool)) and isinstance(x, numbers.Number) \
                 and hasattr(x, "item"):
             x = x.item()  # a numpy scalar
@@ -701,17 +728,23 @@ def make_record(**values: Any) -> TrialRecord:
         >>> make_record(number=0, state="complete", params={"x": 0.5}, values={"f": 1.0})
         TrialRecord(number=0, state=<TrialState.COMPLETE: 'complete'>, ...)
     """
-    known = fields(TrialRecord)
-    unknown = sorted(set(values) - {f.name for f in known})
-    if unknown:
-        raise TypeError(f"make_record() got unknown field(s) {unknown}; a TrialRecord has "
-                        f"{[f.name for f in known]}")
-    for f in known:
-        if f.name in values:
-            values[f.name] = _spec(f).check(values[f.name], f.name)
-        elif f.default is MISSING and f.default_factory is MISSING:
-            raise TypeError(f"make_record() needs {f.name!r}")
+    checks = _checks()
+    if not values.keys() <= checks.keys():
+        raise TypeError(f"make_record() got unknown field(s) {sorted(values.keys() - checks)}; "
+                        f"a TrialRecord has {list(checks)}")
+    for name, (check, required) in checks.items():
+        if name in values:
+            values[name] = check(values[name], name)
+        elif required:
+            raise TypeError(f"make_record() needs {name!r}")
     return TrialRecord(**values)
+
+
+@functools.cache
+def _checks() -> dict[str, tuple[Callable[[Any, str], Any], bool]]:
+    """Each field of :class:`TrialRecord`: its check, and whether it is required."""
+    return {f.name: (_spec(f).check, f.default is MISSING and f.default_factory is MISSING)
+            for f in fields(TrialRecord)}
 
 
 def with_state(record: TrialRecord, **changes: Any) -> TrialRecord:
