@@ -1,4 +1,4 @@
-"""How a finished trial becomes its :class:`~ecopt.TrialRecord`: the one place records are made.
+"""How a finished trial becomes its :class:`~ecopt.TrialRecord`: what the study makes of an outcome.
 
 Optuna builds every ``FrozenTrial`` of a finished trial in one function; this
 module is ecopt's. :func:`create_record` turns what a trial is (number,
@@ -6,9 +6,9 @@ params, who proposed it) and how it ended (a
 :class:`~ecopt.trial.TrialOutcome`: returned values or the exception, what it
 measured) into the record the log keeps, validating the returned values
 against the study's objectives and constraints. :func:`interrupted_record`
-does the same for a trial found unfinished when a study is re-opened. The only
-other source of records is reading the log back
-(:meth:`~ecopt.TrialRecord.from_dict`).
+does the same for a trial found unfinished when a study is re-opened. Both
+build the record through :func:`ecopt.record.make_record`, the one constructor
+(which reading the log back, transfer and the Optuna import use too).
 """
 
 from __future__ import annotations
@@ -21,7 +21,15 @@ import numpy as np
 
 from ecopt._types import Params, is_finite_number
 from ecopt.objective import Constraint, Objective
-from ecopt.trial import ErrorInfo, Intermediate, PhaseRecord, TrialOutcome, TrialRecord, TrialState
+from ecopt.record import (
+    ErrorInfo,
+    Intermediate,
+    PhaseRecord,
+    TrialOutcome,
+    TrialRecord,
+    TrialState,
+    make_record,
+)
 
 __all__ = ["create_record", "interrupted_record", "validate_values"]
 
@@ -146,7 +154,7 @@ def create_record(*, number: int, params: Params, proposed_by: str,
             unreliable.append(name)
     feasible = st is TrialState.COMPLETE and all(
         c.satisfied(values.get(c.name, metrics.get(c.name, math.nan))) for c in constraints)
-    return TrialRecord(
+    return make_record(
         number=number,
         state=st,
         params=dict(params),

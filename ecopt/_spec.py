@@ -12,10 +12,11 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ecopt.errors import NotAStudyError
 from ecopt.objective import Constraint, Objective
 from ecopt.space import SearchSpace
 
-__all__ = ["CORE_KEYS", "core_spec", "differences"]
+__all__ = ["CORE_KEYS", "core_spec", "read_core", "differences"]
 
 #: The keys of ``study.json`` that make two studies the same study.
 CORE_KEYS = ("space", "objectives", "constraints")
@@ -26,6 +27,26 @@ def core_spec(space: SearchSpace, objectives: Sequence[Objective],
     """The spec as ``study.json`` stores it."""
     return {"space": space.to_dict(), "objectives": [o.to_dict() for o in objectives],
             "constraints": [c.to_dict() for c in constraints]}
+
+
+def read_core(spec: Mapping[str, Any], path: Any
+              ) -> tuple[SearchSpace, list[Objective], list[Constraint]]:
+    """The space, objectives and constraints a stored ``study.json`` holds.
+
+    Args:
+        spec: The parsed ``study.json``.
+        path: The study directory (named in the error).
+
+    Raises:
+        NotAStudyError: when one of them is missing or malformed.
+    """
+    try:
+        space = SearchSpace.from_dict(spec["space"])
+        objectives = [Objective.from_dict(o) for o in spec["objectives"]]
+        constraints = [Constraint.from_dict(c) for c in spec.get("constraints", [])]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise NotAStudyError(f"{str(path)!r}: study.json is malformed ({exc})") from None
+    return space, objectives, constraints
 
 
 def _show(kind: str, d: Any) -> str:

@@ -24,7 +24,7 @@ from typing import Any
 
 from ecopt.objective import Constraint, Objective
 from ecopt.space import SearchSpace
-from ecopt.trial import TrialRecord
+from ecopt.record import TrialRecord
 
 __all__ = ["trials_dataframe", "phase_source"]
 

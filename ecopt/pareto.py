@@ -27,7 +27,7 @@ import numpy as np
 
 if TYPE_CHECKING:
     from ecopt.objective import Objective
-    from ecopt.trial import TrialRecord
+    from ecopt.record import TrialRecord
 
 __all__ = [
     "to_maximization",
@@ -354,9 +354,9 @@ def feasible_complete(records: Sequence[TrialRecord]) -> list[TrialRecord]:
     The only ones a front, a knee, a best-of or a reference point may use: a
     trial whose returned figures came from a window too short for its meter
     (:attr:`~ecopt.TrialRecord.unreliable`) is left out
-    (:func:`ecopt.trial.excluded_reason` says why).
+    (:func:`ecopt.record.excluded_reason` says why).
     """
-    from ecopt.trial import TrialState
+    from ecopt.record import TrialState
 
     return [r for r in records if r.state is TrialState.COMPLETE and r.feasible
             and not r.unreliable]

@@ -40,7 +40,7 @@ from typing import Any
 
 from ecopt._nesting import MAX_LINE_DEPTH, nesting_depth
 from ecopt.errors import NotAStudyError, StorageError, StudyLockedError
-from ecopt.trial import Intermediate, TrialRecord
+from ecopt.record import Intermediate, TrialRecord
 
 __all__ = ["StudyStorage", "read_jsonl", "STUDY_FILE", "TRIALS_FILE", "RUNNING_FILE"]
 

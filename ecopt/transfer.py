@@ -34,11 +34,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ecopt._spec import read_core
 from ecopt._types import Params
 from ecopt.errors import TransferSourceError
 from ecopt.objective import Objective
 from ecopt.space import Categorical, Fixed, Float, Int, Parameter, SearchSpace
-from ecopt.trial import TrialRecord, TrialState
+from ecopt.storage import StudyStorage
+from ecopt.record import TrialRecord, TrialState, make_record
 
 __all__ = ["SourceStudy", "load_sources", "records_hash", "study_id"]
 
@@ -197,27 +199,45 @@ def map_into(space: SearchSpace, objectives: Sequence[Objective], src_space: Sea
         if not ok or len(values) != len(shared):
             dropped += 1
             continue
-        out.append(TrialRecord(number=-1 - len(out), state=TrialState.COMPLETE, params=params,
+        out.append(make_record(number=-1 - len(out), state=TrialState.COMPLETE, params=params,
                                values=values, proposed_by="transfer"))
     return out, dropped, rules, shared
 
 
-def _open(src: Any) -> tuple[Any, str, str | None]:
-    """``(loaded study, label, path)`` of a directory or a Study."""
-    from ecopt.study import Study
+@dataclass(frozen=True)
+class _Opened:
+    """A source as transfer reads it (what it needs of a :class:`~ecopt.Study`)."""
 
-    if isinstance(src, Study):
+    name: str
+    spec: Mapping[str, Any]
+    records: list[TrialRecord]
+    space: SearchSpace
+    objectives: list[Objective]
+
+
+def _open(src: Any) -> tuple[_Opened, str, str | None]:
+    """``(the source, label, path)`` of a directory or a Study.
+
+    A directory is read through its storage alone, and a study object by what it
+    holds, so this module never imports :mod:`ecopt.study` (which imports it).
+    """
+    if isinstance(src, (str, Path)):
+        p = Path(src)
+        if not (p / "study.json").is_file():
+            raise TransferSourceError(
+                f"transfer source {str(p)!r} is not a study directory (no study.json there): "
+                "it is gone or was never a study. Restore it, or open the study without it")
+        st = StudyStorage(p, writable=False)
+        spec = st.read_spec()
+        space, objectives, _ = read_core(spec, p)
+        return (_Opened(str(spec.get("name") or ""), spec, st.read_records(), space,
+                        objectives), str(p), str(p.resolve()))
+    if all(hasattr(src, a) for a in ("space", "objectives", "records", "spec", "name", "path")):
         path = str(src.path) if src.path is not None else None
-        return src, path or f"<in-memory study {src.name!r}>", path
-    if not isinstance(src, (str, Path)):
-        raise TransferSourceError(
-            f"transfer_from takes study directories or ecopt.Study objects, got {src!r}")
-    p = Path(src)
-    if not (p / "study.json").is_file():
-        raise TransferSourceError(
-            f"transfer source {str(p)!r} is not a study directory (no study.json there): it "
-            "is gone or was never a study. Restore it, or open the study without it")
-    return Study.load(p), str(p), str(p.resolve())
+        return (_Opened(src.name, src.spec, list(src.records), src.space, list(src.objectives)),
+                path or f"<in-memory study {src.name!r}>", path)
+    raise TransferSourceError(
+        f"transfer_from takes study directories or ecopt.Study objects, got {src!r}")
 
 
 def load_sources(transfer_from: Sequence[Any], space: SearchSpace,

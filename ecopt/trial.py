@@ -1,35 +1,49 @@
-"""Trials: the live handle an objective receives, and the frozen record the log keeps.
+"""The live trial: the handle an objective receives while it runs.
 
 The split follows Optuna's Trial / FrozenTrial: :class:`Trial` is what user code
 talks to while a trial runs (its params, ``phase()`` windows, energy so far);
-:class:`TrialRecord` is the immutable fact written to ``trials.jsonl``.
+the frozen :class:`~ecopt.record.TrialRecord` it becomes is the immutable fact
+written to ``trials.jsonl``, and lives with the other record types in
+:mod:`ecopt.record` (re-exported here, where they were first defined).
+
+A trial measures through the meter it is given (anything with ``start``,
+``stop`` and ``min_window_s``: :class:`WindowMeter`), so this module stands
+below :mod:`ecopt.meters`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import enum
 import math
 import operator
 import os
 import socket
 import time
-import traceback as _tb
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any, Protocol
 
+from ecopt._cuda import sync_cuda_if_used
 from ecopt._nesting import MAX_VALUE_DEPTH, nesting_depth
 from ecopt._types import Params, is_finite_number
 from ecopt.errors import EcoptError, Infeasible, MeterError, TrialPruned
-from ecopt.meters.base import (
+from ecopt.record import (
     DEFAULT_MIN_WINDOW_S,
+    EXCLUDED_SHORT_WINDOW,
     FLAG_SHORT_WINDOW,
     ComponentEnergy,
+    ErrorInfo,
+    Intermediate,
     Measurement,
-    Meter,
-    sync_cuda_if_used,
+    PhaseRecord,
+    TrialOutcome,
+    TrialRecord,
+    TrialState,
+    excluded_reason,
+    merge_measurements,
+    short_window,
+    with_state,
 )
 
 __all__ = [
@@ -41,6 +55,7 @@ __all__ = [
     "Trial",
     "TrialOutcome",
     "Verdict",
+    "WindowMeter",
     "run_objective",
     "is_out_of_memory",
     "with_state",
@@ -49,7 +64,6 @@ __all__ = [
     "EXCLUDED_SHORT_WINDOW",
 ]
 
-
 #: Phase name under which a trial that opened no phase is metered as a whole.
 WHOLE_CALL_PHASE = "trial"
 
@@ -57,362 +71,26 @@ WHOLE_CALL_PHASE = "trial"
 #: default :meth:`~ecopt.Meter.min_window_s`; a meter may resolve only longer windows).
 MIN_RELIABLE_PHASE_S = DEFAULT_MIN_WINDOW_S
 
-#: What reports say of a trial kept off the front because a figure came from a short window.
-EXCLUDED_SHORT_WINDOW = "excluded: window too short for the meter"
 
+class WindowMeter(Protocol):
+    """What a trial needs of its meter (every :class:`ecopt.Meter` is one).
 
-class TrialState(str, enum.Enum):
-    """Where a trial ended. ``RUNNING`` exists only for live handles.
-
-    ``PRUNED``: stopped early on purpose (the objective raised
-    :class:`~ecopt.TrialPruned`, usually because :meth:`Trial.should_stop` said
-    so); its last reported values and its energy are kept, and it never enters
-    the front.
+    ``start()`` opens a window and returns its handle, ``stop(handle)`` closes
+    it and returns its :class:`~ecopt.record.Measurement`, ``min_window_s()``
+    is the shortest window whose energy the meter resolves, in seconds.
     """
 
-    RUNNING = "running"
-    COMPLETE = "complete"
-    FAILED = "failed"
-    INFEASIBLE = "infeasible"
-    PRUNED = "pruned"
+    name: str
+
+    def start(self) -> Any: ...
+
+    def stop(self, handle: Any) -> Measurement: ...
+
+    def min_window_s(self) -> float: ...
 
 
 def _now_iso() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
-
-
-def merge_measurements(a: Measurement, b: Measurement) -> Measurement:
-    """Sum two windows of the same phase (durations and per-component joules)."""
-    comps = dict(a.components)
-    for k, c in b.components.items():
-        if k in comps:
-            comps[k] = comps[k].merged(c)
-        else:
-            comps[k] = c
-    extras = dict(a.extras)
-    for k, v in b.extras.items():
-        extras[k] = extras.get(k, 0.0) + v
-    return Measurement(a.duration_s + b.duration_s, comps, a.meter, a.details, extras)
-
-
-@dataclass(frozen=True)
-class PhaseRecord:
-    """Duration and energy of one named phase of a trial (summed over its windows).
-
-    Attributes:
-        name: Phase name (``"train"``, ``"inference"``...).
-        measurement: Summed :class:`Measurement` over every window of this phase.
-        count: How many windows were opened under this name.
-        samples: Items processed in the phase (samples, tokens...), if given.
-    """
-
-    name: str
-    measurement: Measurement
-    count: int = 1
-    samples: int | None = None
-
-    @property
-    def duration_s(self) -> float:
-        return self.measurement.duration_s
-
-    @property
-    def energy_j(self) -> float:
-        return self.measurement.energy_j
-
-    @property
-    def measured(self) -> bool:
-        return self.measurement.measured
-
-    @property
-    def short_window(self) -> bool:
-        """Whether a window of this phase was too short for its meter (flag ``short-window``).
-
-        Its joules, and figures drawn from them (samples/J), are then mostly
-        meter noise.
-        """
-        return FLAG_SHORT_WINDOW in self.measurement.flags
-
-    @property
-    def samples_per_joule(self) -> float | None:
-        """``samples / energy_j`` when both are known and energy is positive."""
-        if self.samples is None or self.energy_j <= 0:
-            return None
-        return self.samples / self.energy_j
-
-    def to_dict(self) -> dict[str, Any]:
-        d = self.measurement.to_dict()
-        d["count"] = self.count
-        if self.samples is not None:
-            d["samples"] = self.samples
-        return d
-
-    @classmethod
-    def from_dict(cls, name: str, d: Mapping[str, Any]) -> PhaseRecord:
-        s = d.get("samples")
-        return cls(name, Measurement.from_dict(dict(d)), int(d.get("count", 1)),
-                   int(s) if s is not None else None)
-
-
-@dataclass(frozen=True)
-class Intermediate:
-    """One intermediate report of a running trial (a point of its learning curve).
-
-    Attributes:
-        step: The step it was reported at (epoch, evaluation...), strictly
-            increasing within a trial.
-        values: Metric name -> value observed at that step (objectives the
-            trial can observe mid-run, and any other metric).
-        energy_j: Joules of every phase of the trial up to this report.
-        duration_s: Seconds since the trial started.
-        measured: Whether all of that energy was measured (no estimate in it);
-            ``False`` also when no energy was known yet.
-    """
-
-    step: int
-    values: dict[str, float]
-    energy_j: float
-    duration_s: float
-    measured: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"step": self.step, "values": dict(self.values), "energy_j": self.energy_j,
-                "duration_s": self.duration_s, "measured": self.measured}
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Intermediate:
-        return cls(int(d["step"]), {str(k): float(v) for k, v in dict(d["values"]).items()},
-                   float(d.get("energy_j", 0.0)), float(d.get("duration_s", 0.0)),
-                   bool(d.get("measured", False)))
-
-
-@dataclass(frozen=True)
-class ErrorInfo:
-    """Why a trial failed: exception type, message and formatted traceback."""
-
-    type: str
-    message: str
-    traceback: str = ""
-
-    @classmethod
-    def from_exception(cls, exc: BaseException) -> ErrorInfo:
-        return cls(type(exc).__name__, str(exc),
-                   "".join(_tb.format_exception(type(exc), exc, exc.__traceback__)))
-
-    def to_dict(self) -> dict[str, str]:
-        return {"type": self.type, "message": self.message, "traceback": self.traceback}
-
-
-@dataclass(frozen=True, kw_only=True)
-class TrialRecord:
-    """One finished trial, exactly as stored in ``trials.jsonl``.
-
-    Records are made in one place, :func:`ecopt._record.create_record` (a trial
-    told to its study), and read back with :meth:`from_dict`; fields are given
-    by keyword.
-
-    Attributes:
-        number: 0-based trial number, unique within the study.
-        state: ``complete``, ``failed``, ``infeasible`` or ``pruned``.
-        params: The configuration.
-        values: Objective name -> value (complete trials; a pruned trial keeps
-            the objectives of its last report).
-        metrics: Other numbers the objective returned (constraint metrics too).
-        feasible: ``False`` when a complete trial broke a constraint.
-        phases: Phase name -> :class:`PhaseRecord`.
-        started_at: ISO 8601 UTC start time.
-        duration_s: Wall-clock seconds from start to end.
-        proposed_by: ``sobol``, ``random``, ``grid``, ``qlognehvi``, ``user``...
-        proposal: What the sampler recorded about the proposal (reference
-            point, number of observations...).
-        error: Why it failed or was infeasible, else ``None``.
-        host, worker, device: Where it ran.
-        noise: Metric -> standard deviation of the reported value, if known.
-        user_attrs: Free JSON-able annotations.
-        intermediate: The learning curve the trial reported
-            (:meth:`Trial.report`), in step order.
-        unreliable: Phases flagged ``short-window`` (shorter than their
-            meter resolves) that the trial's returned figures were drawn from
-            (:meth:`Trial.samples_per_joule`, :meth:`Trial.energy_j`... of
-            that phase). Such a trial is kept off the front, the knee, the
-            best-of and the payback (:func:`excluded_reason` says why).
-    """
-
-    number: int
-    state: TrialState
-    params: Params
-    values: dict[str, float] = field(default_factory=dict)
-    metrics: dict[str, float] = field(default_factory=dict)
-    feasible: bool = True
-    phases: dict[str, PhaseRecord] = field(default_factory=dict)
-    started_at: str = ""
-    duration_s: float = 0.0
-    proposed_by: str = "user"
-    proposal: dict[str, Any] = field(default_factory=dict)
-    error: ErrorInfo | None = None
-    host: str = ""
-    worker: str = ""
-    device: str = ""
-    noise: dict[str, float] = field(default_factory=dict)
-    user_attrs: dict[str, Any] = field(default_factory=dict)
-    intermediate: tuple[Intermediate, ...] = ()
-    unreliable: tuple[str, ...] = ()
-
-    @property
-    def energy_j(self) -> float:
-        """Total joules over every phase."""
-        return float(sum(p.energy_j for p in self.phases.values()))
-
-    @property
-    def measured(self) -> bool:
-        """Whether every phase's energy was measured (no estimate in it)."""
-        return bool(self.phases) and all(p.measured for p in self.phases.values())
-
-    @property
-    def interrupted(self) -> bool:
-        """Whether the trial failed because its process stopped (kill, Ctrl-C, lost worker)."""
-        return self.state is TrialState.FAILED and self.error is not None and \
-            self.error.type in ("Interrupted", "KeyboardInterrupt", "WorkerLost")
-
-    def value(self, name: str) -> float:
-        """An objective value or other metric by name."""
-        if name in self.values:
-            return self.values[name]
-        return self.metrics[name]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "number": self.number,
-            "state": self.state.value,
-            "params": dict(self.params),
-            "values": dict(self.values),
-            "metrics": dict(self.metrics),
-            "feasible": self.feasible,
-            "phases": {k: p.to_dict() for k, p in self.phases.items()},
-            "energy_j": self.energy_j,
-            "started_at": self.started_at,
-            "duration_s": self.duration_s,
-            "proposed_by": self.proposed_by,
-            "proposal": dict(self.proposal),
-            "error": self.error.to_dict() if self.error else None,
-            "host": self.host,
-            "worker": self.worker,
-            "device": self.device,
-            "noise": dict(self.noise),
-            "user_attrs": dict(self.user_attrs),
-            **({"intermediate": [i.to_dict() for i in self.intermediate]}
-               if self.intermediate else {}),
-            **({"unreliable": list(self.unreliable)} if self.unreliable else {}),
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> TrialRecord:
-        """A record from its JSON object, checked field by field.
-
-        Raises:
-            ValueError: naming the first field that does not fit the record
-                schema (wrong type, a state that is not a finished one...).
-        """
-        if not isinstance(d, Mapping):
-            raise ValueError(f"a record is a JSON object, got {type(d).__name__}")
-        number = d.get("number")
-        if isinstance(number, bool) or not isinstance(number, int) or number < 0:
-            raise ValueError(f"'number' must be an integer >= 0, got {number!r}")
-        state = d.get("state")
-        finished = [st.value for st in TrialState if st is not TrialState.RUNNING]
-        if state not in finished:
-            raise ValueError(f"'state' must be one of {finished}, got {state!r}")
-        params = _field(d, "params", dict, {})
-        for k, v in params.items():
-            if not isinstance(v, (str, int, float, bool)):
-                raise ValueError(f"param {k!r} must be a number, string or bool, got {v!r}")
-        err = d.get("error")
-        if err is not None and not (isinstance(err, Mapping) and all(
-                isinstance(err.get(k, ""), str) for k in ("type", "message", "traceback"))):
-            raise ValueError(f"'error' must be null or {{type, message, traceback}} strings, "
-                             f"got {err!r}")
-        phases = _field(d, "phases", dict, {})
-        curve = _field(d, "intermediate", list, [])
-        unreliable = _field(d, "unreliable", list, [])
-        if not all(isinstance(u, str) for u in unreliable):
-            raise ValueError(f"'unreliable' must be a list of phase names, got {unreliable!r}")
-        try:
-            phase_records = {str(k): PhaseRecord.from_dict(str(k), p) for k, p in phases.items()}
-            points = tuple(Intermediate.from_dict(i) for i in curve)
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise ValueError(f"'phases' or 'intermediate' is malformed: {exc}") from None
-        return cls(
-            number=number,
-            state=TrialState(state),
-            params=dict(params),
-            values=_numbers(d, "values"),
-            metrics=_numbers(d, "metrics"),
-            feasible=_field(d, "feasible", bool, True),
-            phases=phase_records,
-            started_at=_field(d, "started_at", str, ""),
-            duration_s=_number(d.get("duration_s", 0.0), "duration_s"),
-            proposed_by=_field(d, "proposed_by", str, "user"),
-            proposal=dict(_field(d, "proposal", dict, {})),
-            error=ErrorInfo(str(err.get("type", "")), str(err.get("message", "")),
-                            str(err.get("traceback", ""))) if err else None,
-            host=_field(d, "host", str, ""),
-            worker=_field(d, "worker", str, ""),
-            device=_field(d, "device", str, ""),
-            noise=_numbers(d, "noise"),
-            user_attrs=dict(_field(d, "user_attrs", dict, {})),
-            intermediate=points,
-            unreliable=tuple(unreliable),
-        )
-
-
-def short_window(record: TrialRecord) -> list[str]:
-    """The phases of a record flagged ``short-window`` (too short for their meter)."""
-    return [k for k, p in record.phases.items() if p.short_window]
-
-
-def excluded_reason(record: TrialRecord) -> str | None:
-    """Why a record is kept off the front (its figures are meter noise), or ``None``.
-
-    Example: ``"excluded: window too short for the meter (phase 'inference': 3.54 ms,
-    the meter resolves 10 ms)"``.
-    """
-    if not record.unreliable:
-        return None
-    parts = []
-    for name in record.unreliable:
-        p = record.phases.get(name)
-        if p is None:
-            parts.append(f"phase {name!r}")
-            continue
-        least = p.measurement.details.get("min_window_s")
-        res = f", the meter resolves {float(least) * 1000:.3g} ms" if isinstance(
-            least, (int, float)) and not isinstance(least, bool) else ""
-        parts.append(f"phase {name!r}: {p.duration_s * 1000:.3g} ms"
-                     + (f" over {p.count} windows" if p.count > 1 else "") + res)
-    return f"{EXCLUDED_SHORT_WINDOW} ({'; '.join(parts)})"
-
-
-def _field(d: Mapping[str, Any], key: str, kind: type, default: Any) -> Any:
-    """``d[key]`` when it has type ``kind`` (``null`` and absence give ``default``)."""
-    v = d.get(key)
-    if v is None:
-        return default
-    if not isinstance(v, kind) or (kind is not bool and isinstance(v, bool)):
-        raise ValueError(f"{key!r} must be a {kind.__name__}, got {v!r}")
-    return v
-
-
-def _number(v: Any, what: str) -> float:
-    # Non-finite floats are stored as strings ("nan", "inf") to keep strict JSON.
-    if isinstance(v, bool) or not isinstance(v, (int, float, str)):
-        raise ValueError(f"{what} must be a number, got {v!r}")
-    try:
-        return float(v)
-    except ValueError:
-        raise ValueError(f"{what} must be a number, got {v!r}") from None
-
-
-def _numbers(d: Mapping[str, Any], key: str) -> dict[str, float]:
-    return {str(k): _number(v, f"{key}[{k!r}]") for k, v in _field(d, key, dict, {}).items()}
 
 
 class Verdict(Protocol):
@@ -454,7 +132,7 @@ class Trial:
         ...             "samples_per_joule": trial.samples_per_joule("inference")}
     """
 
-    def __init__(self, number: int, params: Params, meter: Meter, proposed_by: str = "user",
+    def __init__(self, number: int, params: Params, meter: WindowMeter, proposed_by: str = "user",
                  proposal: Mapping[str, Any] | None = None, *,
                  pruning: Callable[[Trial], Verdict] | None = None,
                  on_report: Callable[[Trial, Intermediate], None] | None = None) -> None:
@@ -485,7 +163,7 @@ class Trial:
         state["_on_report"] = None  # the driver's; a worker's reports come back in the outcome
         return state
 
-    def _restart_clock(self, meter: Meter | None) -> None:
+    def _restart_clock(self, meter: WindowMeter | None) -> None:
         """The trial starts now, where it landed (a worker), measured there with ``meter``."""
         if meter is not None:
             self.meter = meter
@@ -925,77 +603,8 @@ def is_out_of_memory(exc: BaseException) -> bool:
     )
 
 
-@dataclass(frozen=True, kw_only=True)
-class TrialOutcome:
-    """What running an objective produced, before the study validates it into a record.
-
-    Picklable, so executors can send it back from another process. Built from
-    the live trial with :meth:`of` (what it measured, and how it ended); only
-    an outcome with no trial to take it from (a worker that could not even
-    unpickle one) is built field by field, by keyword.
-
-    Attributes:
-        number: The trial number.
-        returned: What the objective returned (validated by the study).
-        phases, metrics, noise, user_attrs, intermediate: What the trial
-            recorded (see :class:`TrialRecord`).
-        started_at: ISO 8601 UTC start time.
-        duration_s: Seconds the trial ran.
-        error: Why it failed, else ``None``.
-        infeasible: It ran out of memory or raised :class:`~ecopt.Infeasible`.
-        pruned: It raised :class:`~ecopt.TrialPruned`.
-        host, worker, device: Where it ran.
-        unreliable: Flagged phases whose figures the objective read
-            (:meth:`Trial.unreliable_phases`).
-    """
-
-    number: int
-    returned: Any = None
-    phases: dict[str, PhaseRecord] = field(default_factory=dict)
-    metrics: dict[str, float] = field(default_factory=dict)
-    noise: dict[str, float] = field(default_factory=dict)
-    user_attrs: dict[str, Any] = field(default_factory=dict)
-    started_at: str = ""
-    duration_s: float = 0.0
-    error: ErrorInfo | None = None
-    infeasible: bool = False
-    host: str = ""
-    worker: str = ""
-    device: str = ""
-    intermediate: tuple[Intermediate, ...] = ()
-    pruned: bool = False
-    unreliable: tuple[str, ...] = ()
-
-    @classmethod
-    def of(cls, trial: Trial, *, returned: Any = None, error: ErrorInfo | None = None,
-           infeasible: bool = False, pruned: bool = False, started_at: str | None = None,
-           duration_s: float | None = None, host: str = "", worker: str = "",
-           device: str = "") -> TrialOutcome:
-        """The outcome of ``trial`` as it stands: everything it measured, and how it ended.
-
-        Args:
-            trial: The live trial (its phases, metrics, noise, user attributes
-                and reports are copied).
-            returned: What the objective returned.
-            error: Why it failed (``None``: it returned).
-            infeasible: It ran out of memory / was infeasible.
-            pruned: It was stopped by its pruner.
-            started_at: Default: the trial's start time.
-            duration_s: Default: seconds since the trial started.
-            host, worker, device: Where it ran, when known.
-        """
-        return cls(number=trial.number, returned=returned, phases=dict(trial.phases),
-                   metrics=dict(trial.metrics), noise=dict(trial.noise),
-                   user_attrs=dict(trial.user_attrs),
-                   started_at=trial.started_at if started_at is None else started_at,
-                   duration_s=trial.duration_s() if duration_s is None else float(duration_s),
-                   error=error, infeasible=infeasible, pruned=pruned, host=host, worker=worker,
-                   device=device, intermediate=tuple(trial.intermediate),
-                   unreliable=tuple(trial.unreliable_phases()))
-
-
 def run_objective(objective: Callable[[Trial], Any], trial: Trial, *,
-                  restart_clock: bool = False, meter: Meter | None = None) -> TrialOutcome:
+                  restart_clock: bool = False, meter: WindowMeter | None = None) -> TrialOutcome:
     """Run ``objective(trial)`` and capture everything, including its exception.
 
     ``KeyboardInterrupt`` and ``SystemExit`` propagate; every ``Exception`` is
@@ -1032,8 +641,3 @@ def run_objective(objective: Callable[[Trial], Any], trial: Trial, *,
                            pruned=pruned, duration_s=time.perf_counter() - t0,
                            host=socket.gethostname(), worker=f"pid:{os.getpid()}",
                            device=os.environ.get("CUDA_VISIBLE_DEVICES", ""))
-
-
-def with_state(record: TrialRecord, **changes: Any) -> TrialRecord:
-    """A copy of a record with fields changed (records are frozen)."""
-    return replace(record, **changes)

@@ -25,7 +25,7 @@ from ecopt.trial import Trial
 
 __all__ = ["zdt1", "quick", "typo", "Sleepy", "VariableSleep", "ZDT1Sleep", "Leader", "PidThenSleep", "Suicide",
            "report_env", "pending_seen", "Curve", "OddTrialsPruner", "SleepByNumber",
-           "in_failing_corner", "failing_corner", "corner_study"]
+           "in_failing_corner", "failing_corner", "corner_study", "every_ending"]
 
 
 def zdt1(x: float, y: float) -> dict[str, float]:
@@ -276,3 +276,27 @@ def corner_study(**kw: Any) -> ecopt.Study:
     return ecopt.Study(space, [ecopt.Objective("f1", "min"), ecopt.Objective("f2", "min")],
                        sampler=QLogNEHVISampler(num_restarts=2, raw_samples=64),
                        meter="estimate", seed=0, **kw)
+
+
+def every_ending(trial: Trial) -> dict[str, float]:
+    """Each way a trial ends, by its number modulo 4 (the executor contract's objective).
+
+    0: completes, with a ``work`` phase of 10 samples, one report, a metric and a user
+    attribute; 1: raises ``ValueError``; 2: runs out of memory; 3: reports once and is
+    pruned.
+    """
+    x, y = float(trial["x"]), float(trial["y"])
+    kind = trial.number % 4
+    if kind == 0:
+        with trial.phase("work", samples=10):
+            sum(i * i for i in range(20_000))
+        trial.report(1, {"f1": x})
+        trial.set_metric("half_x", x / 2)
+        trial.set_user_attr("where", "worker")
+        return zdt1(x, y)
+    if kind == 1:
+        raise ValueError(f"x={x} is bad")
+    if kind == 2:
+        raise MemoryError("out of memory (on purpose)")
+    trial.report(1, zdt1(x, y))
+    raise TrialPruned("stopped by the objective")

@@ -1,5 +1,6 @@
 """Layers import downward only: the core never imports the reports, data, workloads,
-integrations or the CLI (docs/architecture.md draws the layers).
+integrations or the CLI, and inside the core no floor imports one above it
+(docs/architecture.md draws the layers and the floors; this test reads the drawing).
 
 The check reads the source (AST), so it sees every import: at module level, inside
 functions, under ``if TYPE_CHECKING:``, ``from ecopt import report``, and
@@ -9,12 +10,14 @@ functions, under ``if TYPE_CHECKING:``, ``from ecopt import report``, and
 from __future__ import annotations
 
 import ast
+import re
 import textwrap
 from pathlib import Path
 
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "ecopt"
+ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
 
 #: What sits above (or beside) the core: the core may import none of these.
 UPPER = ("ecopt.report", "ecopt.data", "ecopt.workloads", "ecopt.integrations", "ecopt.cli",
@@ -108,3 +111,103 @@ def test_the_check_sees_every_kind_of_import(tmp_path, source, found):
     (pkg / "report" / "data.py").write_text("from ecopt.study import Study\n")  # downward: fine
     edges = upward_edges(pkg)
     assert len(edges) == 1 and edges[0].endswith(f"ecopt.study imports {found}"), edges
+
+
+# -- the floors inside the core ------------------------------------------------------------
+def floors_drawn(doc: str) -> list[set[str]]:
+    """The core's floors as docs/architecture.md draws them, lowest first.
+
+    Each floor is the set of top-level modules and packages (``record``,
+    ``samplers``) named on one line of the drawing between the rules around
+    "the core"; a line indented deeper than the floors continues the one above.
+    """
+    lines = doc.splitlines()
+    start = next(i for i, line in enumerate(lines) if "═" in line and "the core" in line)
+    end = next(i for i in range(start + 1, len(lines)) if lines[i].lstrip().startswith("═"))
+    floors: list[set[str]] = []
+    for line in lines[start + 1:end]:
+        names = re.findall(r"(?<![\w./])(_?[a-z][a-z0-9_]*)(?:\.py\b|/)", line)
+        if not names:
+            continue
+        if line.startswith("   ") and floors:
+            floors[-1] |= set(names)
+        else:
+            floors.append(set(names))
+    return floors[::-1]
+
+
+def core_names(root: Path) -> set[str]:
+    """The core's top-level modules and packages (``trial``, ``samplers``...)."""
+    return {module_name(p, root).split(".")[1] for p in root.rglob("*.py")
+            if module_name(p, root) not in NOT_CORE and not _is_under(module_name(p, root), UPPER)}
+
+
+def upward_floors(root: Path, floors: list[set[str]]) -> list[str]:
+    """Every import from a core module of ``root`` into a floor above its own."""
+    level = {name: i for i, floor in enumerate(floors) for name in floor}
+    bad = []
+    for path in sorted(root.rglob("*.py")):
+        mod = module_name(path, root)
+        if mod in NOT_CORE or _is_under(mod, UPPER):
+            continue
+        here = level[mod.split(".")[1]]
+        seen = set()
+        for line, target in imported_modules(path, mod):
+            parts = target.split(".")
+            if parts[0] != "ecopt" or len(parts) < 2 or parts[1] not in level:
+                continue  # outside ecopt, the package facade, an upper layer (tested above)
+            if level[parts[1]] > here and (line, parts[1]) not in seen:
+                seen.add((line, parts[1]))
+                bad.append(f"{path.relative_to(root.parent)}:{line}: {mod} (floor {here}) "
+                           f"imports ecopt.{parts[1]} (floor {level[parts[1]]})")
+    return bad
+
+
+def test_the_drawing_places_every_core_module_once():
+    floors = floors_drawn(ARCHITECTURE.read_text(encoding="utf-8"))
+    assert len(floors) == 5, floors  # ground, the live trial and the log, plug-ins, kept, study
+    assert {"record", "errors", "_types", "space", "objective"} <= floors[0]
+    assert {"trial", "storage", "pareto"} <= floors[1]
+    assert {"samplers", "pruners", "meters", "executors", "registry"} <= floors[2]
+    assert {"study", "_optimize"} <= floors[4]
+    placed = [name for floor in floors for name in floor]
+    assert len(placed) == len(set(placed)), "a module drawn on two floors"
+    core = core_names(PACKAGE)
+    assert core - set(placed) == set(), "core modules docs/architecture.md does not place"
+    assert set(placed) - core == set(), "docs/architecture.md places modules that do not exist"
+
+
+def test_no_core_module_imports_a_floor_above_its_own():
+    edges = upward_floors(PACKAGE, floors_drawn(ARCHITECTURE.read_text(encoding="utf-8")))
+    assert edges == [], "imports up a floor:\n" + "\n".join(edges)
+
+
+@pytest.mark.parametrize("source, found", [
+    ("from ecopt.trial import Trial\n", "ecopt.trial"),
+    ("def f():\n    from ecopt.meters.base import Meter\n", "ecopt.meters"),
+    ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ecopt.study import Study\n",
+     "ecopt.study"),
+    ("from ecopt import trial\n", "ecopt.trial"),
+])
+def test_the_floor_check_sees_an_import_up(tmp_path, source, found):
+    pkg = tmp_path / "ecopt"
+    (pkg / "meters").mkdir(parents=True)
+    for name in ("__init__.py", "trial.py", "study.py", "meters/__init__.py", "meters/base.py"):
+        (pkg / name).write_text("")
+    (pkg / "record.py").write_text(textwrap.dedent(source))
+    (pkg / "study.py").write_text("from ecopt.record import TrialRecord\n")  # down: fine
+    (pkg / "meters" / "base.py").write_text("from .. import trial\n")  # same floor: fine
+    doc = textwrap.dedent("""\
+        ═══ the core ═══
+         study.py
+         meters/
+         trial.py
+         record.py
+        ═══════════════
+        """)
+    floors = floors_drawn(doc)
+    assert floors == [{"record"}, {"trial"}, {"meters"}, {"study"}]
+    floors[1].add("meters")  # trial and meters on one floor: the relative import is sideways
+    del floors[2]
+    edges = upward_floors(pkg, floors)
+    assert len(edges) == 1 and f"ecopt.record (floor 0) imports {found} (" in edges[0], edges

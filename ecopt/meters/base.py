@@ -15,7 +15,6 @@ group ``ecopt.meters``): ``auto`` and ``ecopt meters`` iterate the registry.
 from __future__ import annotations
 
 import itertools
-import sys
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -23,8 +22,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from ecopt._cuda import sync_cuda_if_used
 from ecopt.errors import MeterError
 from ecopt.meters.gpus import current_gpu_scope
+# The window's record types live on the ground floor of the core; re-exported here.
+from ecopt.record import (
+    DEFAULT_MIN_WINDOW_S,
+    FLAG_AVERAGE_POWER,
+    FLAG_LOWER_BOUND,
+    FLAG_SHORT_WINDOW,
+    ComponentEnergy,
+    Measurement,
+)
 
 __all__ = [
     "ComponentEnergy",
@@ -45,126 +54,9 @@ __all__ = [
 #: device twice (:attr:`Meter.auto_covers`): GPUs (or an SoC's GPU), CPU packages, DRAM.
 AUTO_COVERS = frozenset({"gpu", "cpu", "dram"})
 
-#: The shortest window a meter resolves unless it says otherwise (:meth:`Meter.min_window_s`):
-#: a CPU-time estimate or a counter read at both ends is good to a few milliseconds, so a
-#: window of 10 ms or less gives a figure that is mostly noise.
-DEFAULT_MIN_WINDOW_S = 0.01
 #: A window shorter than ``MIN_WINDOW_PERIODS`` update periods of its meter is flagged
 #: :data:`FLAG_SHORT_WINDOW`: one period of rounding at each end is then more than ~10%.
 MIN_WINDOW_PERIODS = 10
-#: The window was too short for the meter to resolve (see :data:`MIN_WINDOW_PERIODS`).
-FLAG_SHORT_WINDOW = "short-window"
-#: The energy was priced at a power reading averaged over longer than the window.
-FLAG_AVERAGE_POWER = "average-power"
-#: The energy is a lower bound (the counter restarted during the window).
-FLAG_LOWER_BOUND = "lower-bound"
-
-
-@dataclass(frozen=True)
-class ComponentEnergy:
-    """Energy of one component over one window.
-
-    Attributes:
-        energy_j: Joules over the window (``>= 0``).
-        source: Where the number came from, e.g. ``"nvml-energy-counter"``,
-            ``"nvml-power-sampling"``, ``"rapl"``, ``"codecarbon-rapl"``,
-            ``"estimate-cpu-time"``.
-        measured: ``True`` only for hardware readings; estimates are ``False``.
-        note: Anything a reader needs to trust the number (e.g. "window shorter
-            than the counter's update period").
-        flags: Machine-readable reasons to distrust the number (``FLAG_*``
-            constants of this module, e.g. ``"short-window"``); empty when
-            nothing is known against it. Reports keep flagged figures apart.
-    """
-
-    energy_j: float
-    source: str
-    measured: bool
-    note: str | None = None
-    flags: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"energy_j": self.energy_j, "source": self.source,
-                             "measured": self.measured}
-        if self.note:
-            d["note"] = self.note
-        if self.flags:
-            d["flags"] = list(self.flags)
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> ComponentEnergy:
-        return cls(float(d["energy_j"]), str(d["source"]), bool(d["measured"]), d.get("note"),
-                   tuple(str(f) for f in d.get("flags") or ()))
-
-    def merged(self, other: ComponentEnergy) -> ComponentEnergy:
-        """This component summed with another window's (notes and flags kept from both)."""
-        return ComponentEnergy(self.energy_j + other.energy_j, self.source,
-                               self.measured and other.measured,
-                               "; ".join(n for n in dict.fromkeys((self.note, other.note)) if n)
-                               or None,
-                               tuple(sorted(set(self.flags) | set(other.flags))))
-
-
-@dataclass(frozen=True)
-class Measurement:
-    """What a meter says about one window.
-
-    Attributes:
-        duration_s: Wall-clock length of the window, seconds.
-        components: Component name -> :class:`ComponentEnergy`.
-        meter: Name of the meter that produced it.
-        details: Settings that shaped the numbers (sampling period, constants
-            of an estimate...), JSON-able.
-        extras: Other readings over the window (e.g. ``co2_kg``), JSON-able.
-    """
-
-    duration_s: float
-    components: dict[str, ComponentEnergy]
-    meter: str
-    details: dict[str, Any] = field(default_factory=dict)
-    extras: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def energy_j(self) -> float:
-        """Total joules over all components."""
-        return float(sum(c.energy_j for c in self.components.values()))
-
-    @property
-    def measured(self) -> bool:
-        """``True`` only when every component was measured (no estimate inside)."""
-        return bool(self.components) and all(c.measured for c in self.components.values())
-
-    @property
-    def power_w(self) -> float:
-        """Average power over the window, watts (0 for an empty window)."""
-        return self.energy_j / self.duration_s if self.duration_s > 0 else 0.0
-
-    @property
-    def flags(self) -> tuple[str, ...]:
-        """Every component's flags (sorted, once each): why a figure may not be trusted."""
-        return tuple(sorted({f for c in self.components.values() for f in c.flags}))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "duration_s": self.duration_s,
-            "energy_j": self.energy_j,
-            "measured": self.measured,
-            "meter": self.meter,
-            "components": {k: c.to_dict() for k, c in self.components.items()},
-            "details": dict(self.details),
-            "extras": dict(self.extras),
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Measurement:
-        return cls(
-            duration_s=float(d["duration_s"]),
-            components={k: ComponentEnergy.from_dict(c) for k, c in d.get("components", {}).items()},
-            meter=str(d.get("meter", "unknown")),
-            details=dict(d.get("details", {})),
-            extras={k: float(v) for k, v in d.get("extras", {}).items()},
-        )
 
 
 @dataclass(frozen=True)
@@ -362,31 +254,3 @@ class WallClockMeter(Meter):
 
     def _stop(self, state: Any, duration_s: float) -> dict[str, ComponentEnergy]:
         return {}
-
-
-def sync_cuda_if_used(devices: Sequence[int] | None = None) -> None:
-    """Wait for the CUDA work queued on each of ``devices`` (``None``: the current device).
-
-    A bare ``torch.cuda.synchronize()`` waits for the current device only, so
-    each device is synchronised in turn. A no-op unless this process already
-    imported torch and initialised CUDA: a meter must neither pull torch into a
-    process that does not use it nor create a CUDA context. So a device where
-    torch holds no memory (``torch.cuda.memory_reserved``: no tensor, so no work
-    of this process) is skipped too: synchronising it would create a context
-    there (hundreds of MB). Devices beyond the visible count are skipped.
-    """
-    torch = sys.modules.get("torch")
-    if torch is None:
-        return
-    try:
-        if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
-            return
-        if devices is None:
-            torch.cuda.synchronize()
-            return
-        n = torch.cuda.device_count()
-        for d in devices:
-            if 0 <= d < n and torch.cuda.memory_reserved(d) > 0:
-                torch.cuda.synchronize(d)
-    except Exception:  # pragma: no cover - best effort on odd builds
-        pass

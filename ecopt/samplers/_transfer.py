@@ -42,7 +42,7 @@ import numpy as np
 from ecopt.objective import Objective
 from ecopt.pareto import non_dominated
 from ecopt.space import SearchSpace
-from ecopt.trial import TrialRecord, TrialState
+from ecopt.record import TrialRecord, TrialState, make_record
 
 __all__ = ["MIN_JUDGED", "TRUST_MIN", "TransferModel"]
 
@@ -190,7 +190,7 @@ class TransferModel:
             used.append(k)
             for r in src.records:
                 values = {n: lines[n][0] + lines[n][1] * r.values[n] for n in names}
-                extra.append(TrialRecord(number=r.number, state=TrialState.COMPLETE,
+                extra.append(make_record(number=r.number, state=TrialState.COMPLETE,
                                          params=r.params, values=values,
                                          proposed_by="transfer"))
         return extra, used

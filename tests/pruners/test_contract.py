@@ -1,4 +1,10 @@
-"""What every built-in pruner promises: names, defaults, pickling, odd input never raises."""
+"""What every registered pruner promises: names, defaults, pickling, odd input never raises,
+a dominated trial is stopped and one that ends on the front never is, and in a study each
+stop is recorded ``pruned`` with its curve and the numbers behind it.
+
+The suite runs over every name :mod:`ecopt.registry` knows (built in, registered, installed
+by entry point), so a new pruner gets these tests by being registered.
+"""
 
 from __future__ import annotations
 
@@ -9,16 +15,27 @@ import pytest
 from pruner_helpers import OBJS, bound, curve_of, live, points, record, saturating
 
 import ecopt
-from ecopt.pruners import PRUNERS, DominancePruner, HyperbandPruner, get_pruner
+import executor_objectives as T
+from ecopt import registry
+from ecopt.pruners import PRUNERS, DominancePruner, HyperbandPruner, NopPruner, get_pruner
 from ecopt.trial import Intermediate, TrialState
 
-BUILT_IN = ["hyperband", "dominance"]
+#: Every pruner name known here.
+ALL = registry.names("pruners")
+#: Those that stop trials (``none`` never does).
+BUILT_IN = [n for n in ALL if n != "none"]
 
 
-@pytest.mark.parametrize("name", BUILT_IN)
+def test_the_suite_covers_every_registered_pruner():
+    assert set(registry.BUILTIN["pruners"]) <= set(ALL)
+
+
+@pytest.mark.parametrize("name", ALL)
 def test_usable_by_name_with_defaults(name):
     p = get_pruner(name)
-    assert type(p).__name__ == PRUNERS[name][1] and p.name == name
+    assert p.name == name
+    if name in PRUNERS:
+        assert type(p).__name__ == PRUNERS[name][1]
     desc = p.describe()
     assert desc["name"] == name and json.loads(json.dumps(desc)) == desc
     st = ecopt.Study({"x": ecopt.Float(0, 1)}, OBJS, sampler="random", meter="wallclock",
@@ -27,6 +44,7 @@ def test_usable_by_name_with_defaults(name):
 
 
 def test_classes_are_exported():
+    assert ecopt.pruners.NopPruner is NopPruner
     assert ecopt.pruners.HyperbandPruner is HyperbandPruner
     assert ecopt.pruners.DominancePruner is DominancePruner
     assert {"HyperbandPruner", "DominancePruner"} <= set(ecopt.pruners.__all__)
@@ -40,7 +58,7 @@ def _history(n: int = 12, steps: int = 9) -> list:
     return out
 
 
-@pytest.mark.parametrize("name", BUILT_IN)
+@pytest.mark.parametrize("name", ALL)
 def test_pickles_and_decides_the_same_after(name):
     p = bound(get_pruner(name))
     hist = _history()
@@ -52,7 +70,7 @@ def test_pickles_and_decides_the_same_after(name):
     json.dumps(after.info)  # the numbers behind a decision are JSON-able
 
 
-@pytest.mark.parametrize("name", BUILT_IN)
+@pytest.mark.parametrize("name", ALL)
 @pytest.mark.parametrize("case", ["no-history", "missing-objective", "nan-history", "one-report",
                                   "failed-history", "only-other-metrics"])
 def test_odd_input_never_raises_and_never_prunes(name, case):
@@ -91,7 +109,7 @@ def test_a_clearly_dominated_trial_is_stopped(name):
     assert d.reason and d.info["step"] >= 1
 
 
-@pytest.mark.parametrize("name", BUILT_IN)
+@pytest.mark.parametrize("name", ALL)
 def test_a_trial_that_ends_on_the_front_is_never_stopped(name):
     """Curves of one family: the trial beats every finished trial at every step."""
     p = bound(get_pruner(name))
@@ -123,3 +141,27 @@ def test_energy_objective_must_name_an_objective(cls):
     with pytest.raises(ValueError, match="energy_objective.*'joules'"):
         ecopt.Study({"x": ecopt.Float(0, 1)}, OBJS, sampler="random", meter="wallclock",
                     pruner=cls(energy_objective="joules"))
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_in_a_study_each_stop_is_a_pruned_record_with_its_curve(name, tmp_path):
+    objs = [ecopt.Objective("f1", "min"), ecopt.Objective("f2", "min")]
+    space = ecopt.SearchSpace({"x": ecopt.Float(0, 1), "y": ecopt.Float(0, 1)})
+    st = ecopt.Study(space, objs, storage=tmp_path / "s", sampler="random", meter="wallclock",
+                     seed=1, pruner=name)
+    done = st.optimize(T.Curve(steps=4, epoch_s=0.0), n_trials=10, show_progress=False)
+    assert {r.state for r in done} <= {TrialState.COMPLETE, TrialState.PRUNED}
+    pruned = [r for r in done if r.state is TrialState.PRUNED]
+    if name == "none":
+        assert pruned == []
+    elif name in PRUNERS:  # a built-in pruner stops some of 10 trials converging this slowly
+        assert pruned, [r.state.value for r in done]
+    for r in pruned:
+        assert r.error.type == "TrialPruned" and 1 <= len(r.intermediate) < 4
+        assert r.values == {k: v for k, v in r.intermediate[-1].values.items()}
+        json.dumps(r.user_attrs["pruning"])  # the numbers behind the decision, kept
+    for r in done:
+        if r.state is TrialState.COMPLETE:
+            assert [p.step for p in r.intermediate] == [1, 2, 3, 4]
+    st.close()
+    assert ecopt.load_study(tmp_path / "s").records == done

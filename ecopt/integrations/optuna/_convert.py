@@ -28,7 +28,14 @@ from typing import TYPE_CHECKING, Any
 
 from ecopt._types import ParamValue, Params
 from ecopt.space import Categorical, Fixed, Float, Int, Parameter, SearchSpace
-from ecopt.trial import ErrorInfo, Intermediate, PhaseRecord, TrialRecord, TrialState
+from ecopt.record import (
+    ErrorInfo,
+    Intermediate,
+    PhaseRecord,
+    TrialRecord,
+    TrialState,
+    make_record,
+)
 
 if TYPE_CHECKING:
     from optuna.distributions import BaseDistribution
@@ -272,7 +279,7 @@ def trial_record(trial: FrozenTrial, names: Sequence[str],
         proposed_by = "user" if "fixed_params" in trial.system_attrs else "optuna"
     proposal = trial.system_attrs.get(PROPOSAL_KEY)
     user_attrs = {k: v for k, v in trial.user_attrs.items() if not k.startswith(PHASE_PREFIX)}
-    return TrialRecord(
+    return make_record(
         number=int(trial.number), state=state, params=p, values=values, metrics=metrics,
         feasible=feasible, phases=phases_of(trial.user_attrs), started_at=utc_iso(start),
         duration_s=max(0.0, duration), proposed_by=proposed_by,
