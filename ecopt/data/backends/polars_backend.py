@@ -53,8 +53,11 @@ class PolarsBackend(Backend):
         elif fmt == "movielens":
             n = len(schema.columns)
             names = [schema.columns[i // 2] if i % 2 == 0 else f"_sep{i}" for i in range(2 * n - 1)]
+            # Ids and times are integers; the target may hold half stars ("2.5", as the
+            # real MovieLens samples do), so it is read as a float.
             lf = pl.scan_csv(p, separator=":", has_header=False, new_columns=names,
-                             schema_overrides={c: pl.Int64 for c in schema.columns})
+                             schema_overrides={c: pl.Float64 if c == schema.target else pl.Int64
+                                               for c in schema.columns})
         else:
             lf = pl.scan_csv(p, null_values=_NULLS, infer_schema_length=10_000)
         found = lf.collect_schema().names()
