@@ -29,8 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ecopt.record import TrialRecord, TrialState
 from ecopt.space import Categorical, SearchSpace
-from ecopt.trial import TrialRecord, TrialState
 
 __all__ = ["NOT_FAILURES", "Box", "Split", "categorical_columns", "counts_as_failure",
            "distance", "enclosed", "error_key", "span", "split"]
