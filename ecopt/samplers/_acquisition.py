@@ -22,6 +22,7 @@ fast path fails).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,7 +30,7 @@ from typing import Any
 from ecopt.objective import Constraint
 
 __all__ = ["Acquisition", "Choice", "build", "choose", "fast_paths", "mc_samples",
-           "outcome_constraints"]
+           "outcome_constraints", "wrapper_base"]
 
 #: qLogNEHVI's box-decomposition approximation at four objectives (0: exact).
 ALPHA_M4 = 1e-2
@@ -98,6 +99,40 @@ def outcome_constraints(constraints: Sequence[Constraint], M: int,
     for k in feasibility or ():
         out.append(lambda Z, i=k: -Z[..., i])
     return out
+
+
+@functools.cache
+def wrapper_base() -> type:
+    """A BoTorch ``AcquisitionFunction`` that wraps another (``self.acqf``): it delegates
+    what BoTorch's optimisers read (``X_pending``, ``set_X_pending``, ``X_baseline``,
+    ``objective``, ``constraints``) to it. Subclasses write ``forward``."""
+    from botorch.acquisition import AcquisitionFunction
+
+    class Wrapped(AcquisitionFunction):  # type: ignore[misc]
+        def __init__(self, acqf: Any) -> None:
+            super().__init__(model=acqf.model)
+            self.acqf = acqf
+
+        def set_X_pending(self, X_pending: Any = None) -> None:
+            self.acqf.set_X_pending(X_pending)
+
+        @property
+        def X_pending(self) -> Any:  # type: ignore[override]
+            return self.acqf.X_pending
+
+        @property
+        def X_baseline(self) -> Any:
+            return self.acqf.X_baseline
+
+        @property
+        def objective(self) -> Any:
+            return self.acqf.objective
+
+        @property
+        def constraints(self) -> Any:
+            return getattr(self.acqf, "constraints", None)
+
+    return Wrapped
 
 
 @dataclass

@@ -222,20 +222,17 @@ def _utility_has_log() -> bool:
 
 @functools.cache
 def _per_joule_class() -> type:
-    from botorch.acquisition import AcquisitionFunction
     from botorch.acquisition.cost_aware import InverseCostWeightedUtility
     from botorch.acquisition.objective import GenericMCObjective
 
-    class PerJoule(AcquisitionFunction):  # type: ignore[misc]
-        """``utility(X, acqf(X))``: BoTorch's inverse-cost weighting of the acquisition.
+    from ecopt.samplers._acquisition import wrapper_base
 
-        Delegates what BoTorch's optimisers read (``X_pending``, ``X_baseline``,
-        ``objective``, ``constraints``) to the wrapped acquisition.
-        """
+    class PerJoule(wrapper_base()):  # type: ignore[misc]
+        """``utility(X, acqf(X))``: BoTorch's inverse-cost weighting of the acquisition
+        (the wrapped one's pending points, baseline, objective and constraints)."""
 
         def __init__(self, acqf: Any, cost: CostModel, log: bool) -> None:
-            super().__init__(model=acqf.model)
-            self.acqf = acqf
+            super().__init__(acqf)
             a = cost.exponent
 
             def joules(Y: Any, X: Any = None) -> Any:  # log joules -> joules ** a
@@ -257,25 +254,6 @@ def _per_joule_class() -> type:
             # acquisition minus its log.
             mean = self.cost_model.posterior(X).mean
             return self.acqf(X) - self.joules(mean, X).sum(dim=-1).log()
-
-        def set_X_pending(self, X_pending: Any = None) -> None:
-            self.acqf.set_X_pending(X_pending)
-
-        @property
-        def X_pending(self) -> Any:  # type: ignore[override]
-            return self.acqf.X_pending
-
-        @property
-        def X_baseline(self) -> Any:
-            return self.acqf.X_baseline
-
-        @property
-        def objective(self) -> Any:
-            return self.acqf.objective
-
-        @property
-        def constraints(self) -> Any:
-            return getattr(self.acqf, "constraints", None)
 
     return PerJoule
 

@@ -28,18 +28,14 @@ FAILURE_POWER = 3.0
 
 @functools.cache
 def _weighted_class() -> type:
-    from botorch.acquisition import AcquisitionFunction
+    from ecopt.samplers._acquisition import wrapper_base
 
-    class FailureWeighted(AcquisitionFunction):  # type: ignore[misc]
-        """``acqf(X)`` weighted by the failure model's ``P(ok) ** power`` over the q points.
-
-        Delegates what BoTorch's optimisers read (``X_pending``, ``X_baseline``,
-        ``objective``, ``constraints``) to the wrapped acquisition.
-        """
+    class FailureWeighted(wrapper_base()):  # type: ignore[misc]
+        """``acqf(X)`` weighted by the failure model's ``P(ok) ** power`` over the q points."""
 
         def __init__(self, acqf: Any, model: Any, log: bool, power: float) -> None:
-            super().__init__(model=acqf.model)
-            self.acqf, self.failure_model, self.log, self.power = acqf, model, log, power
+            super().__init__(acqf)
+            self.failure_model, self.log, self.power = model, log, power
 
         def forward(self, X: Any) -> Any:
             from torch.special import log_ndtr
@@ -49,25 +45,6 @@ def _weighted_class() -> type:
             log_ok = self.power * log_ndtr(z).sum(dim=-1)
             value = self.acqf(X)
             return value + log_ok if self.log else value * log_ok.exp()
-
-        def set_X_pending(self, X_pending: Any = None) -> None:
-            self.acqf.set_X_pending(X_pending)
-
-        @property
-        def X_pending(self) -> Any:  # type: ignore[override]
-            return self.acqf.X_pending
-
-        @property
-        def X_baseline(self) -> Any:
-            return self.acqf.X_baseline
-
-        @property
-        def objective(self) -> Any:
-            return self.acqf.objective
-
-        @property
-        def constraints(self) -> Any:
-            return getattr(self.acqf, "constraints", None)
 
     return FailureWeighted
 
