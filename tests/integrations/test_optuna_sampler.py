@@ -44,9 +44,9 @@ def test_the_one_line_change_runs_an_existing_optuna_objective():
     study.optimize(existing_objective, n_trials=10)
     assert [t.state for t in study.trials] == [optuna.trial.TrialState.COMPLETE] * 10
     by = [t.system_attrs.get("ecopt:proposed_by") for t in study.trials]
-    # Trial 0 has no search space yet (independent sampler); then ecopt's Sobol design
-    # (n_init = 2 (d + 1) = 8), then the model.
-    assert by[0] is None and by[1:8] == ["sobol"] * 7 and by[8:] == ["qlognehvi"] * 2
+    # Trial 0 has no search space yet: Sobol point 0, parameter by parameter; then the
+    # rest of ecopt's Sobol design (n_init = 2 (d + 1) = 8), then the model.
+    assert by[:8] == ["sobol"] * 8 and by[8:] == ["qlognehvi"] * 2
     for t in study.trials:
         assert 1e-3 <= t.params["x"] <= 1.0 and t.params["n"] in range(1, 9)
         assert t.params["act"] in ("relu", "tanh")
