@@ -8,11 +8,14 @@ How Optuna's pieces map onto ecopt's sampler
 (:meth:`ecopt.samplers.QLogNEHVISampler.propose`):
 
 * the **search space** is Optuna's intersection search space of the complete
-  trials (as ``GPSampler`` infers it); parameters outside it (the first trial,
-  conditional ones) go to the independent sampler;
+  trials (as ``GPSampler`` infers it), in the order the first complete trial
+  suggested its parameters; the first trial is Sobol point 0 of the design,
+  parameter by parameter; parameters outside the space (conditional ones) go to
+  the independent sampler;
 * **finished trials** become ecopt records (numbers, params, values named
   ``objective_<i>`` with Optuna's directions, phases metered by
-  :func:`~ecopt.integrations.optuna.metered`); a failed trial whose reason is an
+  :func:`~ecopt.integrations.optuna.metered`); failed and pruned trials are
+  placed where they were proposed; a failed trial whose reason is an
   out-of-memory error is *infeasible*, so the model learns where configurations
   do not fit;
 * **running trials** are pending points: each trial's proposal is written to
@@ -199,18 +202,21 @@ class EcoptSampler(BaseSampler):
         # One proposal at a time in this process: a thread that proposes next sees the
         # previous proposal as a pending point (Optuna's n_jobs threads share the sampler).
         self._lock = threading.Lock()
+        #: Numbers of the trials this process started (``before_trial``).
+        self._mine: set[int] = set()
 
     # -- pickling (joblib.dump(study), copy.deepcopy, processes) ----------------------------
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         # A lock cannot be pickled, and the search-space cache is rebuilt from the study.
-        del state["_lock"], state["_space"]
+        del state["_lock"], state["_space"], state["_mine"]
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._space = IntersectionSearchSpace()
         self._lock = threading.Lock()
+        self._mine = set()
 
     # -- what the study shows ----------------------------------------------------------
     @property
@@ -289,12 +295,14 @@ class EcoptSampler(BaseSampler):
         with it as pending or as an observation).
 
         Another process may be proposing from the same history right now. Running
-        trials with a lower number that have not written their proposal yet are
-        waited for (at most twice this proposal's time + 0.5 s, 30 s in all), so
-        whichever of two workers finishes first, the one with the higher number
-        sees the other's point and moves.
+        trials of other processes with a lower number that have not written their
+        proposal yet are waited for (at most four times this proposal's time + 2 s,
+        30 s in all: on a loaded machine the other may be slower), so whichever of
+        two workers finishes first, the one with the higher number sees the other's
+        point and moves. This process's own trials are not waited for: they propose
+        after this one, under the same lock, with this point as pending.
         """
-        deadline = time.perf_counter() + min(30.0, 2 * took_s + 0.5)
+        deadline = time.perf_counter() + min(30.0, 4 * took_s + 2.0)
         while True:
             # Finished ones too: the other trial may have run and ended meanwhile.
             lower = [t for t in study._get_trials(deepcopy=False, use_cache=False)
@@ -302,7 +310,8 @@ class EcoptSampler(BaseSampler):
             if any(t.system_attrs.get(RELATIVE_PARAMS_KEY) == params for t in lower):
                 return True
             if all(RELATIVE_PARAMS_KEY in t.system_attrs for t in lower
-                   if t.state is OState.RUNNING) or time.perf_counter() > deadline:
+                   if t.state is OState.RUNNING and t.number not in self._mine) \
+                    or time.perf_counter() > deadline:
                 return False
             time.sleep(0.05)
 
@@ -346,6 +355,7 @@ class EcoptSampler(BaseSampler):
         return codecs[param_name].to_optuna(space.decode([u])[param_name])
 
     def before_trial(self, study: Study, trial: FrozenTrial) -> None:
+        self._mine.add(trial.number)  # a trial of this process (Optuna calls it for each)
         if self._independent is not None:
             self._independent.before_trial(study, trial)
 
