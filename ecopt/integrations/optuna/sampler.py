@@ -349,7 +349,7 @@ class EcoptSampler(BaseSampler):
         ``ecopt.Study`` starts with (its space written in suggestion order), and
         the design's later points (Sobol indices 1, 2...) stay spread around it.
         """
-        j = len(trial.params)
+        j = sum(not d.single() for d in trial.distributions.values())  # as the space has them
         u = float(sobol_points(j + 1, self._seed_now, 0, 1)[0][j])
         space, codecs = sampler_space({param_name: distribution})
         return codecs[param_name].to_optuna(space.decode([u])[param_name])
