@@ -6,8 +6,10 @@ Usage (from the repository root)::
     flock /work/bench.lock nice -n 5 python -m benchmarks.optuna_sampler \\
         --problems branincurrin,dtlz2 --budget 40 --seeds 10 --out runs/optuna_sampler
     python -m benchmarks.optuna_sampler --report-only --out runs/optuna_sampler --record 40evals
+    python -m benchmarks.optuna_sampler --protocol user --problems branincurrin \\
+        --budget 30 --seeds 10 --out runs/optuna_sampler-user --record user-30evals
 
-The protocol is ``benchmarks/mobo.py``'s (docs/benchmarks.md): the same
+Two protocols. ``--protocol design`` (default) is ``benchmarks/mobo.py``'s (docs/benchmarks.md): the same
 problems, seeds, noise, initial design and scoring (hypervolume of the true
 values of the evaluated points, log10 gap to the maximum). Every method runs
 inside an Optuna study through ``study.ask`` / ``study.tell`` with the
@@ -21,6 +23,16 @@ states none):
 * ``optuna-gp``: ``GPSampler(seed, n_startup_trials=2(d+1))``;
 * ``optuna-botorch``: ``optuna_integration.BoTorchSampler(seed, n_startup_trials=2(d+1))``
   (its default for 2-3 objectives: qEHVI, 256 MC samples, 20 restarts, 1024 raw samples).
+
+``--protocol user`` is an Optuna user's script, as issue 37 measured it: each
+sampler with its defaults and the seed only (``EcoptSampler(seed=s)``,
+``GPSampler(seed=s)``, ``TPESampler(seed=s)``, ``BoTorchSampler(seed=s)``),
+``study.optimize(objective, n_trials=budget)`` on a SQLite storage, nothing
+enqueued; beside them ``ecopt-study``, ``ecopt.Study(...).optimize(objective,
+n_trials=budget)`` with the same seed and its default sampler, which
+``optuna-ecopt`` should match. Its ``ask CPU s`` is the median CPU time of this
+process between one trial's objective and the next's (the proposal and the
+storage) over the second half of the trials, where every sampler uses its model.
 
 Each finished run is appended to ``<out>/runs-<tag>.jsonl`` (resumable), with
 the suggestion time of each model-based ``ask`` in wall and CPU seconds.
@@ -60,7 +72,8 @@ from benchmarks.mobo import (
 )
 from benchmarks.problems import Problem, make_problem
 
-__all__ = ["METHODS", "REFERENCE", "run_one", "complete_seeds", "main"]
+__all__ = ["METHODS", "USER_METHODS", "REFERENCE", "run_one", "run_user", "complete_seeds",
+           "main"]
 
 REFERENCE = "optuna-ecopt"
 METHODS: dict[str, str] = {
@@ -68,6 +81,14 @@ METHODS: dict[str, str] = {
     "optuna-tpe": "Optuna TPESampler(multivariate=True)",
     "optuna-gp": "Optuna GPSampler",
     "optuna-botorch": "optuna_integration.BoTorchSampler (defaults: qEHVI)",
+}
+#: ``--protocol user``: each sampler as an Optuna user creates it (defaults and the seed).
+USER_METHODS: dict[str, str] = {
+    "optuna-ecopt": "ecopt.integrations.optuna.EcoptSampler(seed) (defaults)",
+    "ecopt-study": "ecopt.Study(..., seed).optimize (its default qLogNEHVI sampler)",
+    "optuna-tpe": "Optuna TPESampler(seed) (defaults)",
+    "optuna-gp": "Optuna GPSampler(seed) (defaults)",
+    "optuna-botorch": "optuna_integration.BoTorchSampler(seed) (defaults: qEHVI)",
 }
 #: The BoTorch problems of benchmarks/mobo.py (the Zeus traces are not BoTorch's).
 BOTORCH_PROBLEMS = ("branincurrin", "dtlz2", "vehiclesafety")
@@ -133,6 +154,98 @@ def run_one(problem: Problem, method: str, seed: int, budget: int) -> dict[str, 
     }
 
 
+def _suggest(trial: Any, name: str, d: Any) -> Any:
+    """``trial.suggest_*`` for an Optuna distribution, as a user's objective calls it."""
+    from optuna.distributions import FloatDistribution, IntDistribution
+
+    if isinstance(d, FloatDistribution):
+        return trial.suggest_float(name, d.low, d.high, log=d.log, step=d.step)
+    if isinstance(d, IntDistribution):
+        return trial.suggest_int(name, d.low, d.high, log=d.log, step=d.step)
+    return trial.suggest_categorical(name, d.choices)
+
+
+def _user_sampler(method: str, seed: int) -> Any:
+    from optuna.samplers import GPSampler, TPESampler
+
+    if method == "optuna-ecopt":
+        from ecopt.integrations.optuna import EcoptSampler
+
+        return EcoptSampler(seed=seed)
+    if method == "optuna-tpe":
+        return TPESampler(seed=seed)
+    if method == "optuna-gp":
+        return GPSampler(seed=seed)
+    if method == "optuna-botorch":
+        from optuna_integration import BoTorchSampler
+
+        return BoTorchSampler(seed=seed)
+    raise ValueError(f"unknown method {method!r}; expected one of {list(USER_METHODS)}")
+
+
+def run_user(problem: Problem, method: str, seed: int, budget: int) -> dict[str, Any]:
+    """One run of ``--protocol user`` (an Optuna user's ``optimize`` call, or ecopt's own
+    ``Study.optimize`` for ``ecopt-study``), in mobo.py's record shape."""
+    import tempfile
+
+    t0, c0 = time.perf_counter(), time.process_time()
+    params_seq: list[dict[str, Any]] = []
+    marks: list[tuple[float, float]] = []  # (CPU s at the objective's entry, at its exit)
+    names = problem.space.searched_names
+    entry = 0.0
+
+    def observe(params: dict[str, Any]) -> list[float]:
+        k = len(params_seq)
+        params_seq.append(params)
+        try:
+            return [float(v) for v in _observe(problem, params, seed, k)]
+        finally:
+            marks.append((entry, time.process_time()))
+
+    with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if method == "ecopt-study":
+            import ecopt
+
+            study = ecopt.Study(problem.space, [ecopt.Objective(n, "min")
+                                                for n in problem.objective_names],
+                                meter="wallclock", seed=seed, storage=Path(tmp) / "study")
+
+            def ecopt_objective(trial: Any) -> dict[str, float]:
+                nonlocal entry
+                entry = time.process_time()
+                y = observe({n: trial.params[n] for n in names})
+                return dict(zip(problem.objective_names, y))
+
+            study.optimize(ecopt_objective, n_trials=budget, show_progress=False)
+            study.close()
+        else:
+            import optuna
+
+            optuna.logging.set_verbosity(optuna.logging.ERROR)
+            dists = _optuna_distributions(problem)
+            study = optuna.create_study(directions=["minimize"] * problem.n_obj,
+                                        storage=f"sqlite:///{Path(tmp) / 'optuna.db'}",
+                                        sampler=_user_sampler(method, seed))
+
+            def optuna_objective(trial: Any) -> list[float]:
+                nonlocal entry
+                params = {n: _suggest(trial, n, dists[n]) for n in names}
+                entry = time.process_time()
+                return observe(params)
+
+            study.optimize(optuna_objective, n_trials=budget)
+    gaps = [b[0] - a[1] for a, b in zip(marks, marks[1:])][budget // 2 - 1:]
+    curve = _hv_curve(problem, params_seq)
+    return {
+        "problem": problem.name, "method": method, "seed": seed, "budget": budget,
+        "protocol": "user", "n_init": problem.n_init, "max_hv": problem.max_hv, "hv": curve,
+        "log_gap": [problem.log_gap(h) for h in curve], "ask_s": [],
+        "ask_cpu_s": gaps, "wall_s": time.perf_counter() - t0,
+        "cpu_s": time.process_time() - c0, "params": params_seq, "git_commit": _code_commit(),
+    }
+
+
 def complete_seeds(runs: Sequence[dict[str, Any]], methods: Sequence[str]
                    ) -> list[dict[str, Any]]:
     """The runs of the seeds every method finished, per problem (a run stopped early is
@@ -172,9 +285,14 @@ def build_parser() -> argparse.ArgumentParser:
                     help="evaluations per run (default 40, mobo.py's recorded protocol; 20 quick)")
     ap.add_argument("--problems", default=",".join(BOTORCH_PROBLEMS),
                     help=f"comma-separated problems (default {','.join(BOTORCH_PROBLEMS)})")
-    ap.add_argument("--methods", default=",".join(METHODS),
-                    help=f"comma-separated methods (default {','.join(METHODS)})")
-    ap.add_argument("--out", default="runs/optuna_sampler", help="output directory")
+    ap.add_argument("--protocol", choices=("design", "user"), default="design",
+                    help="design: the shared Sobol design enqueued, ask/tell (default); user: "
+                         "each sampler's defaults, optimize() on SQLite, and ecopt-study")
+    ap.add_argument("--methods", default=None,
+                    help=f"comma-separated methods (default design: {','.join(METHODS)}; "
+                         f"user: {','.join(USER_METHODS)})")
+    ap.add_argument("--out", default=None,
+                    help="output directory (default runs/optuna_sampler[-user])")
     ap.add_argument("--tag", default="main", help="this process's runs file: runs-<tag>.jsonl")
     ap.add_argument("--report-only", action="store_true", help="only rebuild the report")
     ap.add_argument("--record", nargs="?", const="", default=None, metavar="TAG",
@@ -187,14 +305,16 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.getLogger("ecopt").setLevel(logging.ERROR)
-    out = Path(args.out)
+    user = args.protocol == "user"
+    known = USER_METHODS if user else METHODS
+    out = Path(args.out or ("runs/optuna_sampler-user" if user else "runs/optuna_sampler"))
     out.mkdir(parents=True, exist_ok=True)
     seeds = args.seeds if args.seeds is not None else (2 if args.quick else 10)
     budget = args.budget or (20 if args.quick else 40)
-    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-    bad = [m for m in methods if m not in METHODS]
+    methods = [m.strip() for m in (args.methods or ",".join(known)).split(",") if m.strip()]
+    bad = [m for m in methods if m not in known]
     if bad:
-        raise SystemExit(f"unknown method(s) {bad}; expected some of {list(METHODS)}")
+        raise SystemExit(f"unknown method(s) {bad}; expected some of {list(known)}")
     problems = [p.strip() for p in args.problems.split(",") if p.strip()]
     import torch
 
@@ -210,7 +330,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     if any((r["problem"], r["method"], r["seed"], r["budget"]) == key
                            for r in _load_runs(out)):
                         continue
-                    r = run_one(problem, m, seed, budget)
+                    r = (run_user if user else run_one)(problem, m, seed, budget)
                     with runs_file.open("a") as fh:
                         fh.write(json.dumps(r) + "\n")
                     print(f"{problem.name:16s} {m:16s} seed {seed:2d}: final log gap "
@@ -225,8 +345,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     summary, tabs = tables(runs)
     cmd = "python -m benchmarks.optuna_sampler " + " ".join(
         shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
-    legend = (table_legend(REFERENCE) + " ask CPU s: median CPU seconds of this process per "
-              "model-based suggestion (the machine is shared, so CPU seconds are the measure).")
+    legend = table_legend(REFERENCE) + (
+        " ask CPU s: median CPU seconds of this process between one trial's objective and "
+        "the next's (the proposal and the storage), over the second half of the trials "
+        "(the machine is shared, so CPU seconds are the measure)." if user else
+        " ask CPU s: median CPU seconds of this process per model-based suggestion (the "
+        "machine is shared, so CPU seconds are the measure).")
+    parity = {p: float(np.mean(s["rows"]["optuna-ecopt"]["final_hv"])
+                       / np.mean(s["rows"]["ecopt-study"]["final_hv"]))
+              for p, s in summary.items()
+              if {"optuna-ecopt", "ecopt-study"} <= set(s["rows"])}
+    if parity:
+        legend += (" optuna-ecopt / ecopt-study (mean final HV): " + ", ".join(
+            f"{p} {r:.1%}" for p, r in parity.items()) + ".")
     lines = [f"Command: `{cmd}`", "", "Versions: " + ", ".join(
         f"{k} {v}" for k, v in versions().items()), "", legend, ""]
     for prob, t in tabs.items():
@@ -239,7 +370,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.record is not None:
         from docs import recorded
 
-        facts = {"reference": REFERENCE, "methods": {m: METHODS[m] for m in methods},
+        facts = {"reference": REFERENCE, "protocol": args.protocol,
+                 "methods": {m: known[m] for m in methods}, "parity": parity,
                  "budget": budget, "max_hv": {p: s["max_hv"] for p, s in summary.items()},
                  "seeds": {p: {m: r["seeds"] for m, r in s["rows"].items()}
                            for p, s in summary.items()},

@@ -23,6 +23,11 @@ from ecopt.trial import TrialRecord
 
 __all__ = ["overlapping_trials", "max_concurrency", "shared_host_energy_note"]
 
+#: The resolution of ``started_at`` in the trial log (ISO 8601 to the millisecond). Two
+#: runs that share less than this much time are not an overlap: a trial that starts the
+#: moment another ends may carry a start stamp up to 1 ms before that end.
+_TIME_RESOLUTION_S = 0.001
+
 
 def _interval(r: TrialRecord) -> tuple[float, float] | None:
     if not r.started_at:
@@ -42,9 +47,10 @@ def overlapping_trials(records: Iterable[TrialRecord]) -> dict[int, list[int]]:
 
     Returns:
         Trial number -> sorted numbers of the other trials whose run
-        ``[started_at, started_at + duration_s]`` intersects its own on the
-        same ``host`` (trials without a host or start time are left out).
-        Trials that overlapped nothing map to ``[]``.
+        ``[started_at, started_at + duration_s]`` shares more than
+        1 ms (the resolution of ``started_at``) with its own on the same ``host`` (trials
+        without a host or start time are left out). Trials that overlapped
+        nothing map to ``[]``.
     """
     by_host: dict[str, list[tuple[float, float, int]]] = defaultdict(list)
     out: dict[int, list[int]] = {}
@@ -58,9 +64,9 @@ def overlapping_trials(records: Iterable[TrialRecord]) -> dict[int, list[int]]:
         runs.sort()
         for i, (s0, e0, n0) in enumerate(runs):
             for s1, e1, n1 in runs[i + 1:]:
-                if s1 >= e0:
+                if s1 >= e0 - _TIME_RESOLUTION_S:
                     break
-                if min(e0, e1) > s1:
+                if min(e0, e1) - s1 > _TIME_RESOLUTION_S:
                     out[n0].append(n1)
                     out[n1].append(n0)
     return {k: sorted(v) for k, v in sorted(out.items())}
@@ -73,7 +79,8 @@ def max_concurrency(records: Iterable[TrialRecord]) -> dict[str, int]:
         iv = _interval(r)
         if iv is None or not r.host:
             continue
-        events[r.host] += [(iv[0], 1), (iv[1], -1)]
+        # Ends count up to the log's resolution early: touching runs are not concurrent.
+        events[r.host] += [(iv[0], 1), (max(iv[0], iv[1] - _TIME_RESOLUTION_S), -1)]
     peak: dict[str, int] = {}
     for host, ev in events.items():
         ev.sort(key=lambda e: (e[0], e[1]))  # an end before a start at the same instant

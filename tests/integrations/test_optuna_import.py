@@ -171,5 +171,6 @@ def test_ecopt_sampler_proposals_keep_their_proposer(tmp_path):
     study.optimize(lambda t: (t.suggest_float("x", 0, 1), 1 - t.suggest_float("y", 0, 1)),
                    n_trials=3)
     recs = ecopt.load_study(import_study(db, "e", tmp_path / "d").path).records
-    assert [r.proposed_by for r in recs] == ["optuna", "sobol", "sobol"]
+    assert [r.proposed_by for r in recs] == ["sobol", "sobol", "sobol"]  # trial 0: point 0
+    assert recs[0].proposal["index"] == 0 and recs[1].proposal["index"] == 1
     json.dumps([r.to_dict() for r in recs])

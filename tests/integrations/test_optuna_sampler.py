@@ -44,50 +44,69 @@ def test_the_one_line_change_runs_an_existing_optuna_objective():
     study.optimize(existing_objective, n_trials=10)
     assert [t.state for t in study.trials] == [optuna.trial.TrialState.COMPLETE] * 10
     by = [t.system_attrs.get("ecopt:proposed_by") for t in study.trials]
-    # Trial 0 has no search space yet (independent sampler); then ecopt's Sobol design
-    # (n_init = 2 (d + 1) = 8), then the model.
-    assert by[0] is None and by[1:8] == ["sobol"] * 7 and by[8:] == ["qlognehvi"] * 2
+    # Trial 0 has no search space yet: Sobol point 0, parameter by parameter; then the
+    # rest of ecopt's Sobol design (n_init = 2 (d + 1) = 8), then the model.
+    assert by[:8] == ["sobol"] * 8 and by[8:] == ["qlognehvi"] * 2
     for t in study.trials:
         assert 1e-3 <= t.params["x"] <= 1.0 and t.params["n"] in range(1, 9)
         assert t.params["act"] in ("relu", "tanh")
     assert study.best_trials  # Optuna's own Pareto front works on what we proposed
 
 
-def _ecopt_history(n: int, seed: int) -> list[dict]:
+#: BoTorch's reference point for BraninCurrin (both objectives minimised).
+BRANIN_CURRIN_REF = (18.0, 6.0)
+
+
+def _ecopt_run(n: int, seed: int, tmp_path) -> list[tuple[dict, tuple[float, float]]]:
+    """An ecopt.Study on BraninCurrin over [0, 1]^2, its default sampler and the seed."""
     space = ecopt.SearchSpace({"x0": ecopt.Float(0, 1), "x1": ecopt.Float(0, 1)})
     study = ecopt.Study(space, [ecopt.Objective("a", "min"), ecopt.Objective("b", "min")],
-                        sampler=QLogNEHVISampler(seed=seed, n_init=4), meter="wallclock",
-                        seed=seed)
-    out = []
-    for _ in range(n):
-        t = study.ask()
-        out.append(dict(t.params))
+                        meter="wallclock", seed=seed, storage=tmp_path / f"ecopt-{seed}")
+
+    def objective(t):
         a, b = branin_currin(t.params["x0"], t.params["x1"])
-        study.tell(t, {"a": a, "b": b})
+        return {"a": a, "b": b}
+
+    study.optimize(objective, n_trials=n, show_progress=False)
+    out = [(dict(r.params), (r.values["a"], r.values["b"])) for r in study.records]
     study.close()
     return out
 
 
-def _optuna_history(n: int, seed: int, first: dict, storage: object = None) -> list[dict]:
+def _optuna_run(n: int, seed: int, storage: object = None
+                ) -> list[tuple[dict, tuple[float, float]]]:
+    """The same as an Optuna user writes it: EcoptSampler(seed=seed), nothing else."""
     study = optuna.create_study(directions=["minimize", "minimize"], storage=storage,
-                                sampler=EcoptSampler(seed=seed, n_init=4))
-    study.enqueue_trial(first)  # trial 0 has no relative search space: give it ecopt's point
+                                sampler=EcoptSampler(seed=seed))
 
     def objective(trial):
         return branin_currin(trial.suggest_float("x0", 0, 1), trial.suggest_float("x1", 0, 1))
 
     study.optimize(objective, n_trials=n)
-    return [dict(t.params) for t in study.trials]
+    return [(dict(t.params), tuple(t.values)) for t in study.trials]
 
 
 @pytest.mark.slow
-def test_proposes_what_an_ecopt_study_proposes_for_the_same_seed_and_history():
-    native = _ecopt_history(6, seed=3)
-    inside = _optuna_history(6, seed=3, first=native[0])
-    assert inside == native  # Sobol design and qLogNEHVI proposals, value for value
-    again = _optuna_history(6, seed=3, first=native[0])
-    assert again == inside  # deterministic for a seed and history
-    assert _optuna_history(5, seed=4, first=native[0]) != inside[:5]
+def test_an_optuna_study_searches_as_well_as_an_ecopt_study(tmp_path):
+    """Issue 37: BraninCurrin over [0, 1]^2, 30 trials, 3 seeds, SQLite storage. The first
+    trial is Sobol point 0 and the design is indexed by trial number, so EcoptSampler
+    proposes what ecopt.Study does, point for point, and reaches its hypervolume."""
+    from ecopt.pareto import hypervolume
+
+    hv = {"ecopt": [], "optuna": []}
+    for seed in range(3):
+        native = _ecopt_run(30, seed, tmp_path)
+        inside = _optuna_run(30, seed, storage=f"sqlite:///{tmp_path / f'o{seed}.db'}")
+        assert [p for p, _ in inside] == [p for p, _ in native], seed
+        for key, run in (("ecopt", native), ("optuna", inside)):
+            hv[key].append(hypervolume([y for _, y in run], BRANIN_CURRIN_REF, ["min", "min"]))
+    assert sum(hv["optuna"]) >= 0.95 * sum(hv["ecopt"]) > 0
+
+
+def test_the_first_trial_and_the_design_follow_the_seed():
+    first = {seed: [p for p, _ in _optuna_run(3, seed)] for seed in (3, 4)}
+    assert first[3] == [p for p, _ in _optuna_run(3, 3)]  # deterministic for a seed
+    assert all(a != b for a, b in zip(first[3], first[4]))
 
 
 @pytest.mark.slow
@@ -214,7 +233,10 @@ _WORKER = textwrap.dedent("""
 
 
 @pytest.mark.slow
-def test_processes_sharing_one_sqlite_storage(tmp_path):
+@pytest.mark.parametrize("run", range(3))
+def test_processes_sharing_one_sqlite_storage(tmp_path, run):
+    """Two workers, same seed, one storage, started together: never one point twice (the
+    design is indexed by trial number; model proposals wait for each other). 3 runs."""
     url = f"sqlite:///{tmp_path / 'optuna.db'}"
     optuna.create_study(study_name="shared", storage=url, directions=["minimize", "minimize"])
     procs = [subprocess.Popen([sys.executable, "-c", _WORKER, url, "4"],
@@ -226,8 +248,9 @@ def test_processes_sharing_one_sqlite_storage(tmp_path):
     trials = optuna.load_study(study_name="shared", storage=url).get_trials()
     assert len(trials) == 8 and all(t.state.name == "COMPLETE" for t in trials)
     points = [(t.params["x0"], t.params["x1"]) for t in trials]
-    assert len(set(points)) == 8  # the two workers never ran one point twice
-    assert "qlognehvi" in {t.system_attrs.get("ecopt:proposed_by") for t in trials}
+    assert len(set(points)) == 8, points  # the two workers never ran one point twice
+    by = [t.system_attrs.get("ecopt:proposed_by") for t in trials]
+    assert by[0] == "sobol" and "qlognehvi" in by
 
 
 def test_every_optuna_distribution_maps_without_loss():

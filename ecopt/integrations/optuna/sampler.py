@@ -8,11 +8,14 @@ How Optuna's pieces map onto ecopt's sampler
 (:meth:`ecopt.samplers.QLogNEHVISampler.propose`):
 
 * the **search space** is Optuna's intersection search space of the complete
-  trials (as ``GPSampler`` infers it); parameters outside it (the first trial,
-  conditional ones) go to the independent sampler;
+  trials (as ``GPSampler`` infers it), in the order the first complete trial
+  suggested its parameters; the first trial is Sobol point 0 of the design,
+  parameter by parameter; parameters outside the space (conditional ones) go to
+  the independent sampler;
 * **finished trials** become ecopt records (numbers, params, values named
   ``objective_<i>`` with Optuna's directions, phases metered by
-  :func:`~ecopt.integrations.optuna.metered`); a failed trial whose reason is an
+  :func:`~ecopt.integrations.optuna.metered`); failed and pruned trials are
+  placed where they were proposed; a failed trial whose reason is an
   out-of-memory error is *infeasible*, so the model learns where configurations
   do not fit;
 * **running trials** are pending points: each trial's proposal is written to
@@ -23,20 +26,30 @@ How Optuna's pieces map onto ecopt's sampler
   constraints ``constraint_<key> <= 0``, one GP each.
 
 Proposals are a pure function of the seed and the history (ecopt's contract):
-two studies with the same seed and the same trials propose the same points, and
-``reseed_rng`` changes nothing but a user-given independent sampler. Within a
-process, proposals are made one at a time (Optuna's ``n_jobs`` threads share the
-sampler), so each sees the previous one as pending. Two processes that propose
-at the same moment from the same history would propose the same point: after
-writing its proposal, a trial waits (briefly, bounded) for lower-numbered
-running trials that are still proposing, and proposes again with the other's
-point as pending when they coincide.
+two studies with the same seed and the same trials propose the same points, in
+this process or another. ``reseed_rng()`` (which Optuna calls for each trial of
+``optimize(n_jobs > 1)``) draws a fresh seed from the operating system, so the
+random parts of the next proposals change: the Sobol design, the first random
+trials and the acquisition's candidate sets. The sampler pickles and deep-copies
+(its lock and search-space cache are rebuilt), and a copy proposes what the
+original would.
+
+Within a process, proposals are made one at a time (Optuna's ``n_jobs`` threads
+share the sampler), so each sees the previous one as pending. Across processes
+the initial design is indexed by the trial number, which the storage hands out
+once: two workers never draw the same Sobol point. A model proposal is a
+function of the history, so two processes that propose at the same moment from
+the same history would propose the same point: after writing its proposal, a
+trial waits (briefly, bounded) for lower-numbered running trials that are still
+proposing, and proposes again with the other's point as pending when they
+coincide.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import random
 import threading
 import time
 import zlib
@@ -60,7 +73,9 @@ from ecopt.integrations.optuna._convert import (
     trial_record,
 )
 from ecopt.objective import Constraint, Objective
+from ecopt.samplers.base import Proposal
 from ecopt.samplers.qnehvi import QLogNEHVISampler
+from ecopt.samplers.random import sobol_points
 from ecopt.space import SearchSpace
 from ecopt.trial import TrialRecord
 
@@ -77,13 +92,35 @@ _CONSTRAINTS_KEY = "constraints"
 _PROPOSAL_NOTES = ("why", "fallback", "n_observations", "n_infeasible", "ref_point", "index")
 
 
+class _TrialNumberedQLogNEHVI(QLogNEHVISampler):
+    """ecopt's qLogNEHVI whose Sobol points are indexed by Optuna's trial number.
+
+    :class:`~ecopt.samplers.QLogNEHVISampler` gives the ``k``-th trial it sees
+    (records plus pending) the ``k``-th Sobol point. Two Optuna workers asking at
+    the same moment see the same history, so they would draw the same point;
+    their trial numbers, handed out once by the storage, differ. In a sequential
+    study the number and the count agree, so the points are ``ecopt.Study``'s.
+    """
+
+    #: The Optuna trial number of the proposal being made (``None``: the count).
+    design_index: int | None = None
+
+    def _sobol(self, space: SearchSpace, start: int, n: int, why: str,
+               seen: set[tuple[float, ...]] | None = None,
+               fallback: str | None = None) -> list[Proposal]:
+        if self.design_index is not None:
+            start = self.design_index
+        return super()._sobol(space, start, n, why, seen, fallback)
+
+
 class EcoptSampler(BaseSampler):
     """An Optuna sampler that proposes with ecopt's qLogNEHVI (multi-objective BO).
 
     Args:
         seed: Seed of the proposals (default 0: ecopt samplers are deterministic;
-            workers sharing a storage are kept apart by their pending trials,
-            not by different seeds).
+            workers sharing a storage are kept apart by their trial numbers and
+            pending trials, not by different seeds). ``reseed_rng()`` replaces
+            it with a fresh one from the operating system.
         constraints_func: As in Optuna's samplers (deprecated there in favour of
             ``trial.set_constraint``, which works too): ``FrozenTrial ->
             sequence of floats``, evaluated after each complete or pruned trial;
@@ -96,6 +133,11 @@ class EcoptSampler(BaseSampler):
             the parameter name, so it is reproducible and parallel workers differ).
         warn_independent_sampling: Log a warning when a parameter is sampled
             independently once the model is in charge.
+        planned_trials: How many trials the study will have (what
+            ``study.optimize(n_trials=...)`` says; Optuna does not tell its
+            sampler). As in ``ecopt.Study``, a short study then spends at most a
+            third of them (at least 3) on the Sobol design instead of
+            ``2 (d + 1)``. ``None`` (default): ``2 (d + 1)``, or ``n_init``.
         **options: Passed to :class:`ecopt.samplers.QLogNEHVISampler`
             (``n_init``, ``cost_aware``, ``num_restarts``, ``raw_samples``,
             ``ref_point_rule``...). With ``cost_aware=True`` the cost is the
@@ -126,7 +168,8 @@ class EcoptSampler(BaseSampler):
                  constraints_func: Callable[[FrozenTrial], Sequence[float]] | None = None,
                  thresholds: Sequence[float | None] | None = None,
                  independent_sampler: BaseSampler | None = None,
-                 warn_independent_sampling: bool = True, **options: Any) -> None:
+                 warn_independent_sampling: bool = True, planned_trials: int | None = None,
+                 **options: Any) -> None:
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)
                                  or not 0 <= seed < 2**63):
             raise ValueError(f"seed must be an integer in [0, 2**63) or None, got {seed!r}")
@@ -141,8 +184,15 @@ class EcoptSampler(BaseSampler):
                 if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float))
                                       or not math.isfinite(t)):
                     raise ValueError(f"thresholds[{i}] must be a finite number or None, got {t!r}")
+        if planned_trials is not None and (isinstance(planned_trials, bool) or not isinstance(
+                planned_trials, int) or planned_trials < 1):
+            raise ValueError(f"planned_trials must be None or an integer >= 1, got "
+                             f"{planned_trials!r}")
         self.seed = 0 if seed is None else int(seed)
-        self._inner = QLogNEHVISampler(seed=self.seed, **options)  # validates the options
+        #: The seed proposals use now: ``seed`` until ``reseed_rng()`` draws another.
+        self._seed_now = self.seed
+        self._inner = _TrialNumberedQLogNEHVI(seed=self.seed, **options)  # validates options
+        self._inner.planned_trials = planned_trials
         self._options = dict(options)
         self._constraints_func = constraints_func
         self._thresholds = thresholds
@@ -152,6 +202,21 @@ class EcoptSampler(BaseSampler):
         # One proposal at a time in this process: a thread that proposes next sees the
         # previous proposal as a pending point (Optuna's n_jobs threads share the sampler).
         self._lock = threading.Lock()
+        #: Numbers of the trials this process started (``before_trial``).
+        self._mine: set[int] = set()
+
+    # -- pickling (joblib.dump(study), copy.deepcopy, processes) ----------------------------
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        # A lock cannot be pickled, and the search-space cache is rebuilt from the study.
+        del state["_lock"], state["_space"], state["_mine"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._space = IntersectionSearchSpace()
+        self._lock = threading.Lock()
+        self._mine = set()
 
     # -- what the study shows ----------------------------------------------------------
     @property
@@ -164,7 +229,16 @@ class EcoptSampler(BaseSampler):
         return f"EcoptSampler(seed={self.seed}{opts})"
 
     def reseed_rng(self) -> None:
-        # ecopt's proposals depend on seed and history only; nothing of ours to reseed.
+        """Draw a fresh seed from the operating system for the next proposals.
+
+        Optuna calls it for every trial of ``optimize(n_jobs > 1)``, so that
+        parallel workers differ (their proposals are then not reproducible, as
+        with Optuna's own samplers). The Sobol design, the random first trials and
+        the acquisition's candidate sets change; ``seed`` still says what was
+        given.
+        """
+        self._seed_now = random.SystemRandom().randrange(2**32)
+        self._inner.seed = self._seed_now
         if self._independent is not None:
             self._independent.reseed_rng()
 
@@ -182,7 +256,13 @@ class EcoptSampler(BaseSampler):
         if self._thresholds is not None and len(self._thresholds) != n_obj:
             raise ValueError(f"thresholds must have one entry per objective ({n_obj}), got "
                              f"{len(self._thresholds)}: {self._thresholds}")
-        return {name: d for name, d in self._space.calculate(study).items() if not d.single()}
+        space = {name: d for name, d in self._space.calculate(study).items() if not d.single()}
+        # Optuna sorts the names; ecopt's dimensions follow the order in which the first
+        # complete trial suggested them (an ecopt.Study's space is usually written in that
+        # order), so the first trial's Sobol coordinates (sample_independent) line up.
+        first = study._get_trials(deepcopy=False, states=(OState.COMPLETE,), use_cache=True)
+        order = list(min(first, key=lambda t: t.number).distributions) if first else []
+        return {**{n: space[n] for n in order if n in space}, **space}
 
     def sample_relative(self, study: Study, trial: FrozenTrial,
                         search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
@@ -190,6 +270,12 @@ class EcoptSampler(BaseSampler):
         if not search_space:
             # Said at once, so a worker proposing beside this trial does not wait for it.
             storage.set_trial_system_attr(trial._trial_id, RELATIVE_PARAMS_KEY, {})
+            if trial.number == 0 and self._independent is None \
+                    and "fixed_params" not in trial.system_attrs:
+                storage.set_trial_system_attr(trial._trial_id, PROPOSED_BY_KEY, "sobol")
+                storage.set_trial_system_attr(trial._trial_id, PROPOSAL_KEY, {
+                    "why": "initial design: the first trial (Sobol point 0, each parameter "
+                           "as the trial suggests it)", "index": 0})
             return {}
         with self._lock:
             space, codecs = sampler_space(search_space)
@@ -209,12 +295,14 @@ class EcoptSampler(BaseSampler):
         with it as pending or as an observation).
 
         Another process may be proposing from the same history right now. Running
-        trials with a lower number that have not written their proposal yet are
-        waited for (at most twice this proposal's time + 0.5 s, 30 s in all), so
-        whichever of two workers finishes first, the one with the higher number
-        sees the other's point and moves.
+        trials of other processes with a lower number that have not written their
+        proposal yet are waited for (at most four times this proposal's time + 2 s,
+        30 s in all: on a loaded machine the other may be slower), so whichever of
+        two workers finishes first, the one with the higher number sees the other's
+        point and moves. This process's own trials are not waited for: they propose
+        after this one, under the same lock, with this point as pending.
         """
-        deadline = time.perf_counter() + min(30.0, 2 * took_s + 0.5)
+        deadline = time.perf_counter() + min(30.0, 4 * took_s + 2.0)
         while True:
             # Finished ones too: the other trial may have run and ended meanwhile.
             lower = [t for t in study._get_trials(deepcopy=False, use_cache=False)
@@ -222,7 +310,8 @@ class EcoptSampler(BaseSampler):
             if any(t.system_attrs.get(RELATIVE_PARAMS_KEY) == params for t in lower):
                 return True
             if all(RELATIVE_PARAMS_KEY in t.system_attrs for t in lower
-                   if t.state is OState.RUNNING) or time.perf_counter() > deadline:
+                   if t.state is OState.RUNNING and t.number not in self._mine) \
+                    or time.perf_counter() > deadline:
                 return False
             time.sleep(0.05)
 
@@ -239,15 +328,34 @@ class EcoptSampler(BaseSampler):
                     "changed parameter)", trial.number, param_name,
                     type(self._independent).__name__ if self._independent else "random sampling")
         if self._independent is None:
+            if trial.number == 0 and not param_distribution.single():
+                return self._first_point(trial, param_name, param_distribution)
             # Seeded by (seed, trial number, name): reproducible, and workers that sample
             # their first trials at the same time still draw different points.
-            key = f"{self.seed}:{trial.number}:{param_name}".encode()
+            key = f"{self._seed_now}:{trial.number}:{param_name}".encode()
             rs = optuna.samplers.RandomSampler(seed=zlib.crc32(key))
             return rs.sample_independent(study, trial, param_name, param_distribution)
         return self._independent.sample_independent(study, trial, param_name,
                                                     param_distribution)
 
+    def _first_point(self, trial: FrozenTrial, param_name: str,
+                     distribution: BaseDistribution) -> Any:
+        """The first trial's value of a parameter: Sobol point 0 of the design.
+
+        Before any trial completes there is no search space, so Optuna asks for
+        each parameter alone. Coordinate ``j`` of the scrambled Sobol point 0
+        depends on the seed and ``j`` only (not on the dimension), so the ``j``-th
+        parameter the trial suggests gets it: the first trial is the point an
+        ``ecopt.Study`` starts with (its space written in suggestion order), and
+        the design's later points (Sobol indices 1, 2...) stay spread around it.
+        """
+        j = sum(not d.single() for d in trial.distributions.values())  # as the space has them
+        u = float(sobol_points(j + 1, self._seed_now, 0, 1)[0][j])
+        space, codecs = sampler_space({param_name: distribution})
+        return codecs[param_name].to_optuna(space.decode([u])[param_name])
+
     def before_trial(self, study: Study, trial: FrozenTrial) -> None:
+        self._mine.add(trial.number)  # a trial of this process (Optuna calls it for each)
         if self._independent is not None:
             self._independent.before_trial(study, trial)
 
@@ -278,7 +386,8 @@ class EcoptSampler(BaseSampler):
                                 else "max", t)
                       for n, d, t in zip(names, study.directions, thresholds)]
         constraints = [Constraint(f"{CONSTRAINT_PREFIX}{k}", "<=", 0.0) for k in constraint_keys]
-        self._inner.bind(objectives, constraints, self.seed)
+        self._inner.bind(objectives, constraints, self._seed_now)
+        self._inner.design_index = trial.number
         proposal = self._inner.propose(space, records, pending, 1)[0]
         params = {n: codecs[n].to_optuna(v) for n, v in proposal.params.items()}
         note = {k: proposal.info[k] for k in _PROPOSAL_NOTES if k in proposal.info}
@@ -289,9 +398,12 @@ class EcoptSampler(BaseSampler):
                  ) -> tuple[list[TrialRecord], list[Params], list[str]]:
         """Finished trials as records, running ones as pending params, constraint keys.
 
-        A trial whose params do not cover the search space (a conditional
-        parameter it never suggested, a value from another distribution) is
-        left out: the model cannot place it.
+        A running, failed or pruned trial is placed where it was proposed (its
+        ``ecopt:relative_params``, with what it suggested over them), so a trial
+        that raised before it suggested every parameter is still a failure at
+        that configuration (never proposed again). A complete trial whose params do
+        not cover the search space (a conditional parameter it never suggested, a
+        value from another distribution) is left out: the model cannot place it.
         """
         def params_of(values: dict[str, Any]) -> Params | None:
             out: Params = {}
@@ -304,6 +416,10 @@ class EcoptSampler(BaseSampler):
                     return None
             return out
 
+        def relative_of(t: FrozenTrial) -> dict[str, Any]:
+            relative = t.system_attrs.get(RELATIVE_PARAMS_KEY)
+            return relative if isinstance(relative, dict) else {}
+
         records: list[TrialRecord] = []
         pending: list[Params] = []
         keys: list[str] = []
@@ -311,12 +427,12 @@ class EcoptSampler(BaseSampler):
             if t.number == me.number:
                 continue
             if t.state is OState.RUNNING:
-                relative = t.system_attrs.get(RELATIVE_PARAMS_KEY)
-                p = params_of({**(relative if isinstance(relative, dict) else {}), **t.params})
+                p = params_of({**relative_of(t), **t.params})
                 if p is not None:
                     pending.append(p)
                 continue
-            rec = trial_record(t, names, lambda ft: params_of(ft.params))
+            rec = trial_record(t, names, lambda ft: params_of(
+                ft.params if ft.state is OState.COMPLETE else {**relative_of(ft), **ft.params}))
             if rec is None:  # WAITING (enqueued, not started) or params outside the space
                 continue
             if t.state is OState.COMPLETE:
