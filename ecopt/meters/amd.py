@@ -43,7 +43,7 @@ from typing import Any
 from ecopt.errors import MeterError, MeterUnavailableError
 from ecopt.meters._counter import counter_window_energy, measure_update_period
 from ecopt.meters._gpu_window import GpuWindowMeter, PowerSampler
-from ecopt.meters._zeus import zeus_module
+from ecopt.meters._zeus import ZeusMeter, zeus_module
 from ecopt.meters.base import (
     FLAG_LOWER_BOUND,
     MIN_WINDOW_PERIODS,
@@ -127,7 +127,7 @@ class _AmdGpu:
                 "via": "zeus.device.gpu.AMDGPUs (amdsmi)"}
 
 
-class AMDMeter(GpuWindowMeter[_AmdGpu]):
+class AMDMeter(GpuWindowMeter[_AmdGpu], ZeusMeter):
     """AMD GPU energy through Zeus (amdsmi): the energy counter where trustworthy, else sampled power.
 
     Args:
@@ -230,14 +230,6 @@ class AMDMeter(GpuWindowMeter[_AmdGpu]):
         return {"gpus_requested": self.gpus_requested, "mode": self.mode,
                 "sampling_period_s": self.sampling_period_s,
                 "counter_period_s": self.counter_period_s}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        super().__setstate__(state)
-        self._setup()
-
-    @classmethod
-    def is_available(cls, **options: Any) -> bool:
-        return cls.probe(**options)[0]
 
     @classmethod
     def probe(cls, **options: Any) -> tuple[bool, str]:
