@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ecopt.errors import DaskUnavailableError
+from ecopt.executors._shared import interrupt_jobs
 from ecopt.executors.base import (
     TRIAL_TIMEOUT,
     WORKER_LOST,
@@ -402,18 +403,8 @@ class DaskExecutor(Executor):
         if self._closed:
             return
         self._closed = True
-        with self._lock:
-            jobs = list(self._jobs.values())
-            self._jobs.clear()
-        for job in jobs:
-            if not job.future.done():
-                job.future.set_result(fault_outcome(
-                    job.trial, "Interrupted", "the executor was closed while the trial ran",
-                    worker=job.worker, host=_host_of(job.worker)))
-            try:
-                job.dfut.cancel()
-            except Exception:
-                pass
+        interrupt_jobs(self._lock, self._jobs, lambda job: job.dfut.cancel(),
+                       lambda job: (job.worker, _host_of(job.worker)))
         quiet = logging.getLogger("distributed.client")
         old_level = quiet.level
         if self._client.status != "running":  # its reconnect loop logs a traceback when stopped

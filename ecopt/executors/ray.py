@@ -35,7 +35,6 @@ import logging
 import math
 import os
 import shutil
-import socket
 import sys
 import tempfile
 import threading
@@ -43,10 +42,11 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from ecopt.errors import RayUnavailableError
+from ecopt.executors._shared import interrupt_jobs, unpicklable_result, unpickle_failure
 from ecopt.executors.base import (
     TRIAL_TIMEOUT,
     WORKER_LOST,
@@ -58,7 +58,7 @@ from ecopt.executors.base import (
     execute_trial,
     fault_outcome,
 )
-from ecopt.trial import ErrorInfo, Trial, TrialOutcome
+from ecopt.trial import Trial, TrialOutcome
 
 __all__ = ["RayExecutor", "RayUnavailableError", "import_ray", "init_ray"]
 
@@ -195,22 +195,17 @@ def _run_in_task(payload: bytes, meter: str | None) -> TrialOutcome:
     try:
         objective, trial = cloudpickle.loads(payload)
     except Exception as exc:  # the objective's module is not importable on this worker
-        return TrialOutcome(number=-1, error=ErrorInfo(
-            type(exc).__name__,
-            f"the Ray worker's Python could not unpickle the objective or trial: {exc}; "
+        return unpickle_failure(
+            exc, "the Ray worker's Python",
             "define the objective in a module the workers can import (install it on every "
-            "node, or ship it with runtime_env={'py_modules': [...]} or 'working_dir')", ""),
-            host=socket.gethostname(), worker=label)
+            "node, or ship it with runtime_env={'py_modules': [...]} or 'working_dir')",
+            worker=label)
     out = execute_trial(objective, trial, worker=label,
                         device=os.environ.get("CUDA_VISIBLE_DEVICES", ""), meter=meter)
     try:
         cloudpickle.dumps(out)
     except Exception as exc:
-        out = replace(out, returned=None, user_attrs={}, infeasible=False, pruned=False,
-                      error=ErrorInfo(type(exc).__name__,
-                                      "the trial's result cannot be pickled back to the driver "
-                                      f"({exc}); return plain numbers and JSON-able user attrs",
-                                      ""))
+        out = unpicklable_result(out, exc)
     return out
 
 
@@ -462,21 +457,16 @@ class RayExecutor(Executor):
         if self._closed:
             return
         self._closed = True
-        with self._lock:
-            jobs = list(self._jobs.values())
-            self._jobs.clear()
         ray = import_ray()
-        for job in jobs:
-            if not job.future.done():
-                job.future.set_result(fault_outcome(
-                    job.trial, "Interrupted", "the executor was closed while the trial ran"))
+
+        def cancel(job: _Job) -> None:
             try:
                 if job.ref is not None:
                     ray.cancel(job.ref, force=True)
-            except Exception:
-                pass
-            job.ref = None
-        del jobs
+            finally:
+                job.ref = None
+
+        interrupt_jobs(self._lock, self._jobs, cancel)
         if self._watcher is not threading.current_thread():
             self._watcher.join(timeout=2 * self.poll_interval_s + 1)
         if self._owns_ray:

@@ -39,10 +39,11 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from ecopt.errors import SparkUnavailableError
+from ecopt.executors._shared import interrupt_jobs, unpicklable_result, unpickle_failure
 from ecopt.executors.base import (
     TRIAL_TIMEOUT,
     WORKER_LOST,
@@ -54,7 +55,7 @@ from ecopt.executors.base import (
     execute_trial,
     fault_outcome,
 )
-from ecopt.trial import ErrorInfo, Trial, TrialOutcome
+from ecopt.trial import Trial, TrialOutcome
 
 __all__ = ["SparkExecutor", "SparkUnavailableError"]
 
@@ -87,24 +88,16 @@ def _run_in_task(payload: bytes, meter: str | None) -> bytes:
     try:
         objective, trial = ser.loads(payload)
     except Exception as exc:  # the objective's module is not importable on this executor
-        out = TrialOutcome(number=-1, error=ErrorInfo(
-            type(exc).__name__,
-            f"the Spark executor's Python could not unpickle the objective or trial: {exc}; "
+        return ser.dumps(unpickle_failure(
+            exc, "the Spark executor's Python",
             "define the objective in a module the executors can import (ship it with "
-            "spark.submit.pyFiles or install it on every node)", ""),
-            host=socket.gethostname(), worker=label)
-        return ser.dumps(out)
+            "spark.submit.pyFiles or install it on every node)", worker=label))
     out = execute_trial(objective, trial, worker=label,
                         device=os.environ.get("CUDA_VISIBLE_DEVICES", ""), meter=meter)
     try:
         return ser.dumps(out)
     except Exception as exc:
-        out = replace(out, returned=None, user_attrs={}, infeasible=False, pruned=False,
-                      error=ErrorInfo(type(exc).__name__,
-                                      "the trial's result cannot be pickled back to the driver "
-                                      f"({exc}); return plain numbers and JSON-able user attrs",
-                                      ""))
-        return ser.dumps(out)
+        return ser.dumps(unpicklable_result(out, exc))
 
 
 @dataclass
@@ -469,17 +462,7 @@ class SparkExecutor(Executor):
         if self._closed:
             return
         self._closed = True
-        with self._lock:
-            jobs = list(self._jobs.values())
-            self._jobs.clear()
-        for job in jobs:
-            if not job.future.done():
-                job.future.set_result(fault_outcome(
-                    job.trial, "Interrupted", "the executor was closed while the trial ran"))
-            try:
-                self._sc.cancelJobGroup(job.key)
-            except Exception:
-                pass
+        interrupt_jobs(self._lock, self._jobs, lambda job: self._sc.cancelJobGroup(job.key))
         if self._owns_context:
             from pyspark import SparkContext
 

@@ -22,8 +22,10 @@ import os
 from typing import Any
 
 from ecopt.errors import MeterUnavailableError
+from ecopt.meters.base import Meter
 
-__all__ = ["INSTALL_HINT", "zeus_module", "zeus_installed", "zeusd_configured", "zeusd_client"]
+__all__ = ["INSTALL_HINT", "ZeusMeter", "zeus_module", "zeus_installed", "zeusd_configured",
+           "zeusd_client"]
 
 INSTALL_HINT = "pip install 'ecopt[zeus]'"
 
@@ -106,3 +108,24 @@ def zeusd_client(socket_path: str | None = None, host_port: str | None = None,
     except zeus_exc.ZeusBaseError as exc:
         raise MeterUnavailableError(f"{what}: zeusd at {config.endpoint} does not answer "
                                     f"({exc}); is the daemon running?") from None
+
+
+class ZeusMeter(Meter):
+    """A meter over a Zeus device (AMD GPUs, a SoC, RAPL through zeusd).
+
+    It opens the device in ``_setup``: when built, and again when unpickled in
+    a worker (only its settings travel). It is available when its
+    :meth:`~ecopt.meters.base.Meter.probe` says so (each subclass's probe says
+    why not).
+    """
+
+    def _setup(self) -> None:
+        raise NotImplementedError
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        self._setup()
+
+    @classmethod
+    def is_available(cls, **options: Any) -> bool:
+        return cls.probe(**options)[0]

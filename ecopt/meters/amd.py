@@ -36,20 +36,18 @@ window reads the GPUs the work declared with
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from ecopt.errors import MeterError, MeterUnavailableError
 from ecopt.meters._counter import counter_window_energy, measure_update_period
-from ecopt.meters._zeus import zeus_module
+from ecopt.meters._gpu_window import GpuWindowMeter, PowerSampler
+from ecopt.meters._zeus import ZeusMeter, zeus_module
 from ecopt.meters.base import (
-    FLAG_AVERAGE_POWER,
     FLAG_LOWER_BOUND,
     MIN_WINDOW_PERIODS,
     ComponentEnergy,
-    Meter,
 )
 from ecopt.meters.gpus import current_gpu_scope, select_gpus
 
@@ -129,7 +127,7 @@ class _AmdGpu:
                 "via": "zeus.device.gpu.AMDGPUs (amdsmi)"}
 
 
-class AMDMeter(Meter):
+class AMDMeter(GpuWindowMeter[_AmdGpu], ZeusMeter):
     """AMD GPU energy through Zeus (amdsmi): the energy counter where trustworthy, else sampled power.
 
     Args:
@@ -155,6 +153,7 @@ class AMDMeter(Meter):
     """
 
     name = "amd"
+    source_prefix = "amd"
     auto_priority = 90
     auto_covers = frozenset({"gpu"})
 
@@ -217,7 +216,7 @@ class AMDMeter(Meter):
 
         for g in self._gpus.values():
             note_gpu_facts(f"amd-hip{g.index}", g.facts())
-        self._sampler: _Sampler | None = None
+        self._sampler: PowerSampler[_AmdGpu] | None = None
         self._sampler_lock = threading.Lock()
 
     def _supports(self, fn: Callable[[], Any]) -> bool:
@@ -232,14 +231,6 @@ class AMDMeter(Meter):
                 "sampling_period_s": self.sampling_period_s,
                 "counter_period_s": self.counter_period_s}
 
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        super().__setstate__(state)
-        self._setup()
-
-    @classmethod
-    def is_available(cls, **options: Any) -> bool:
-        return cls.probe(**options)[0]
-
     @classmethod
     def probe(cls, **options: Any) -> tuple[bool, str]:
         """Zeus and amdsmi start and list an AMD GPU (no counter polling)."""
@@ -248,20 +239,6 @@ class AMDMeter(Meter):
         except Exception as exc:  # noqa: BLE001 - a probe never raises
             return False, f"{type(exc).__name__}: {exc}"
         return True, ""
-
-    @property
-    def components(self) -> list[str]:
-        """Component names this meter can report (``gpu:<HIP index>``)."""
-        return [f"gpu:{i}" for i in self._gpus]
-
-    @property
-    def update_period_s(self) -> float:
-        """The slowest counter period, or the sampling period."""
-        return max(g.period_s if g.counter else self.sampling_period_s
-                   for g in self._gpus.values())
-
-    def min_window_s(self) -> float:
-        return MIN_WINDOW_PERIODS * self.update_period_s
 
     def _window_gpus(self) -> list[_AmdGpu]:
         scope = current_gpu_scope() if self.gpus_requested is None else None
@@ -273,12 +250,6 @@ class AMDMeter(Meter):
                              f"but this AMD meter sees only {self.components}; declare a "
                              "visible device")
         return [self._gpus[i] for i in scope]
-
-    def cuda_devices(self) -> list[int]:
-        try:
-            return [g.index for g in self._window_gpus()]
-        except MeterError:
-            return list(self._gpus)
 
     def power_w(self, g: _AmdGpu) -> float:
         """The GPU's power now, watts (instant where reported, else averaged)."""
@@ -296,38 +267,11 @@ class AMDMeter(Meter):
                                      f"({g.name}): {exc}") from None
         return out
 
-    def _ensure_sampler(self) -> _Sampler:
-        with self._sampler_lock:
-            if self._sampler is None:
-                self._sampler = _Sampler(self, [g for g in self._gpus.values() if not g.counter],
-                                         self.sampling_period_s)
-            return self._sampler
-
-    def _start(self) -> Any:
-        gpus = self._window_gpus()
-        sampled = self._ensure_sampler().mark() if any(not g.counter for g in gpus) else {}
-        return ([g.index for g in gpus], self._read_counters(gpus), sampled)
-
-    def _stop(self, state: Any, duration_s: float) -> dict[str, ComponentEnergy]:
-        indices, start_counters, start_sampled = state
-        gpus = [self._gpus[i] for i in indices]
-        end_counters = self._read_counters(gpus)
-        end_sampled = self._sampler.mark() if self._sampler is not None and start_sampled else {}
-        comps: dict[str, ComponentEnergy] = {}
-        for g in gpus:
-            key = f"gpu:{g.index}"
-            if g.counter:
-                comps[key] = self._counter_energy(g, start_counters[g.index],
-                                                  end_counters[g.index], duration_s)
-            else:
-                e0, n0 = start_sampled[g.index]
-                e1, n1 = end_sampled[g.index]
-                comps[key] = ComponentEnergy(
-                    max(0.0, e1 - e0), "amd-power-sampling", True,
-                    note=f"trapezoid over {n1 - n0 + 1} power samples, period "
-                         f"{self.sampling_period_s:g} s, {g.reading} power",
-                    flags=() if g.instant else (FLAG_AVERAGE_POWER,))
-        return comps
+    def _new_sampler(self, gpus: list[_AmdGpu]) -> PowerSampler[_AmdGpu]:
+        return PowerSampler(gpus, self.power_w, self.sampling_period_s,
+                            thread_name="ecopt-amd-sampler", read_errors=(Exception,),
+                            failed="AMD power sampling failed",
+                            read_failed="amdsmi failed reading GPU power")
 
     def _counter_energy(self, g: _AmdGpu, start_mj: int, end_mj: int, duration_s: float
                         ) -> ComponentEnergy:
@@ -359,61 +303,3 @@ class AMDMeter(Meter):
                 + ", ".join(f"gpu:{g.index} {g.name} "
                             f"({'energy-counter' if g.counter else 'power-sampling'})"
                             for g in self._gpus.values()))
-
-    def close(self) -> None:
-        sampler = getattr(self, "_sampler", None)
-        if sampler is not None:
-            sampler.stop()
-            self._sampler = None
-
-
-class _Sampler:
-    """Background trapezoid integration of sampled power, per GPU (see ``mark``)."""
-
-    def __init__(self, meter: AMDMeter, gpus: list[_AmdGpu], period_s: float) -> None:
-        self._meter = meter
-        self._gpus = gpus
-        self._period_s = period_s
-        self._lock = threading.Lock()
-        self._energy_j = {g.index: 0.0 for g in gpus}
-        self._last: dict[int, tuple[float, float]] = {}
-        self._count = 0
-        self._error: BaseException | None = None
-        self._stop_event = threading.Event()
-        self._sample()
-        self._thread = threading.Thread(target=self._run, name="ecopt-amd-sampler", daemon=True)
-        self._thread.start()
-
-    def _sample(self) -> None:
-        t = time.perf_counter()
-        readings = {g.index: self._meter.power_w(g) for g in self._gpus}
-        with self._lock:
-            for k, p in readings.items():
-                if k in self._last:
-                    t0, p0 = self._last[k]
-                    self._energy_j[k] += 0.5 * (p0 + p) * (t - t0)
-                self._last[k] = (t, p)
-            self._count += 1
-
-    def _run(self) -> None:
-        while not self._stop_event.wait(self._period_s):
-            try:
-                self._sample()
-            except Exception as exc:  # reported by the next mark()
-                self._error = exc
-                return
-
-    def mark(self) -> dict[int, tuple[float, int]]:
-        """Sample now; ``{index: (joules so far, samples so far)}``."""
-        if self._error is not None:
-            raise MeterError(f"AMD power sampling failed: {self._error}")
-        try:
-            self._sample()
-        except Exception as exc:  # noqa: BLE001 - Zeus's GPU errors
-            raise MeterError(f"amdsmi failed reading GPU power: {exc}") from None
-        with self._lock:
-            return {k: (e, self._count) for k, e in self._energy_j.items()}
-
-    def stop(self) -> None:
-        self._stop_event.set()
-        self._thread.join(timeout=5)

@@ -51,19 +51,17 @@ from __future__ import annotations
 import importlib
 import os
 import threading
-import time
 import weakref
 from dataclasses import dataclass
 from typing import Any
 
 from ecopt.errors import MeterError, MeterUnavailableError
 from ecopt.meters._counter import counter_window_energy, measure_update_period
+from ecopt.meters._gpu_window import GpuWindowMeter, PowerSampler
 from ecopt.meters.base import (
-    FLAG_AVERAGE_POWER,
     FLAG_LOWER_BOUND,
     MIN_WINDOW_PERIODS,
     ComponentEnergy,
-    Meter,
 )
 from ecopt.meters.gpus import (
     CudaGpu,
@@ -165,6 +163,11 @@ class _Gpu:
         return self.cuda.cuda_index
 
     @property
+    def index(self) -> int:
+        """The CUDA index (the shared window logic's key)."""
+        return self.cuda.cuda_index
+
+    @property
     def handle(self) -> Any:
         return self.cuda.handle
 
@@ -185,7 +188,7 @@ class _Gpu:
                 "counter_period": self.period_how if self.counter else None}
 
 
-class NVMLMeter(Meter):
+class NVMLMeter(GpuWindowMeter[_Gpu]):
     """GPU energy from NVML: energy counter where supported, else sampled power.
 
     Args:
@@ -217,6 +220,7 @@ class NVMLMeter(Meter):
     """
 
     name = "nvml"
+    source_prefix = "nvml"
     auto_priority = 100
     auto_covers = frozenset({"gpu"})
 
@@ -263,7 +267,7 @@ class NVMLMeter(Meter):
                                       "; or meter other GPUs: pass gpus=[...] or set "
                                       "CUDA_VISIBLE_DEVICES to whole GPUs only"))
         self._gpus: dict[int, _Gpu] = {c.cuda_index: self._probe(c) for c in chosen}
-        self._sampler: _PowerSampler | None = None
+        self._sampler: PowerSampler[_Gpu] | None = None
         self._sampler_lock = threading.Lock()
         from ecopt.host import note_gpu_facts
 
@@ -353,21 +357,6 @@ class NVMLMeter(Meter):
                 + ", ".join(f"{g['component']} {g['name']} ({g['method']})"
                             for g in self.describe()["gpus"]))
 
-    @property
-    def update_period_s(self) -> float:
-        """How often a reading changes: the slowest counter period, or the sampling period."""
-        return max(g.period_s if g.counter else self.sampling_period_s
-                   for g in self._gpus.values())
-
-    def min_window_s(self) -> float:
-        """:data:`~ecopt.meters.base.MIN_WINDOW_PERIODS` update periods (the slowest GPU's)."""
-        return MIN_WINDOW_PERIODS * self.update_period_s
-
-    @property
-    def components(self) -> list[str]:
-        """Component names this meter can report (``gpu:<cuda index>``)."""
-        return [f"gpu:{i}" for i in self._gpus]
-
     # -- windows ---------------------------------------------------------------
     def _window_gpus(self) -> list[_Gpu]:
         """The GPUs a window opened now reads: ``gpus=``, else the declared scope, else all."""
@@ -381,19 +370,6 @@ class NVMLMeter(Meter):
                 f"meter sees only {self.components} (CUDA_VISIBLE_DEVICES="
                 f"{os.environ.get('CUDA_VISIBLE_DEVICES')!r}); declare a visible device")
         return [self._gpus[i] for i in scope]
-
-    def cuda_devices(self) -> list[int]:
-        try:
-            return [g.cuda_index for g in self._window_gpus()]
-        except MeterError:  # a scope naming an unseen device: _start says so; sync all here
-            return list(self._gpus)
-
-    def _ensure_sampler(self) -> _PowerSampler:
-        with self._sampler_lock:
-            if self._sampler is None:
-                self._sampler = _PowerSampler(self, [g for g in self._gpus.values()
-                                                     if not g.counter], self.sampling_period_s)
-            return self._sampler
 
     def _read_counters(self, gpus: list[_Gpu]) -> dict[int, int]:
         nv = self._nv
@@ -417,31 +393,12 @@ class NVMLMeter(Meter):
                 return mw / 1000.0
         return float(nv.nvmlDeviceGetPowerUsage(g.handle)) / 1000.0
 
-    def _start(self) -> Any:
-        gpus = self._window_gpus()
-        sampled = (self._ensure_sampler().mark() if any(not g.counter for g in gpus) else {})
-        return ([g.cuda_index for g in gpus], self._read_counters(gpus), sampled)
-
-    def _stop(self, state: Any, duration_s: float) -> dict[str, ComponentEnergy]:
-        indices, start_counters, start_sampled = state
-        gpus = [self._gpus[i] for i in indices]
-        end_counters = self._read_counters(gpus)
-        end_sampled = self._sampler.mark() if self._sampler is not None and start_sampled else {}
-        comps: dict[str, ComponentEnergy] = {}
-        for g in gpus:
-            key = f"gpu:{g.cuda_index}"
-            if g.counter:
-                comps[key] = self._counter_energy(g, start_counters[g.cuda_index],
-                                                  end_counters[g.cuda_index], duration_s)
-            else:
-                e0, n0 = start_sampled[g.cuda_index]
-                e1, n1 = end_sampled[g.cuda_index]
-                comps[key] = ComponentEnergy(
-                    max(0.0, e1 - e0), "nvml-power-sampling", True,
-                    note=f"trapezoid over {n1 - n0 + 1} power samples, period "
-                         f"{self.sampling_period_s:g} s, {g.reading} power",
-                    flags=() if g.instant else (FLAG_AVERAGE_POWER,))
-        return comps
+    def _new_sampler(self, gpus: list[_Gpu]) -> PowerSampler[_Gpu]:
+        return PowerSampler(gpus, self.power_w, self.sampling_period_s,
+                            thread_name="ecopt-nvml-sampler", read_errors=(self._nv.NVMLError,),
+                            failed="NVML power sampling failed",
+                            read_failed="NVML failed reading GPU power",
+                            hint="; the GPU may be lost or the driver reset")
 
     def _counter_energy(self, g: _Gpu, start_mj: int, end_mj: int, duration_s: float
                         ) -> ComponentEnergy:
@@ -475,68 +432,3 @@ class NVMLMeter(Meter):
             "counter_period_s": self.counter_period_s,
             "min_window_periods": MIN_WINDOW_PERIODS,
         }
-
-    def close(self) -> None:
-        sampler = getattr(self, "_sampler", None)
-        if sampler is not None:
-            sampler.stop()
-            self._sampler = None
-
-
-class _PowerSampler:
-    """Background thread integrating sampled power (trapezoid) into a running total per GPU.
-
-    ``mark()`` takes a sample now and returns ``{cuda_index: (energy_j, n_samples)}``;
-    a window's energy is the difference of two marks, so it is integrated
-    exactly from its first to its last sample.
-    """
-
-    def __init__(self, meter: NVMLMeter, gpus: list[_Gpu], period_s: float) -> None:
-        self._meter = meter
-        self._nv = meter._nv
-        self._gpus = gpus
-        self._period_s = period_s
-        self._lock = threading.Lock()
-        self._energy_j = {g.cuda_index: 0.0 for g in gpus}
-        self._last: dict[int, tuple[float, float]] = {}
-        self._count = 0
-        self._error: BaseException | None = None
-        self._stop_event = threading.Event()
-        self._sample()
-        self._thread = threading.Thread(target=self._run, name="ecopt-nvml-sampler", daemon=True)
-        self._thread.start()
-
-    def _sample(self) -> None:
-        t = time.perf_counter()
-        readings = {g.cuda_index: self._meter.power_w(g) for g in self._gpus}
-        with self._lock:
-            for k, p in readings.items():
-                if k in self._last:
-                    t0, p0 = self._last[k]
-                    self._energy_j[k] += 0.5 * (p0 + p) * (t - t0)
-                self._last[k] = (t, p)
-            self._count += 1
-
-    def _run(self) -> None:
-        while not self._stop_event.wait(self._period_s):
-            try:
-                self._sample()
-            except Exception as exc:  # reported by the next mark(), i.e. the window's stop
-                self._error = exc
-                return
-
-    def mark(self) -> dict[int, tuple[float, int]]:
-        if self._error is not None:
-            raise MeterError(f"NVML power sampling failed: {self._error}; the GPU may be lost "
-                             "or the driver reset")
-        try:
-            self._sample()
-        except self._nv.NVMLError as exc:
-            raise MeterError(f"NVML failed reading GPU power: {exc}; the GPU may be lost or "
-                             "the driver reset") from None
-        with self._lock:
-            return {k: (e, self._count) for k, e in self._energy_j.items()}
-
-    def stop(self) -> None:
-        self._stop_event.set()
-        self._thread.join(timeout=5)

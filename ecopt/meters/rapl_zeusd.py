@@ -21,15 +21,15 @@ from __future__ import annotations
 from typing import Any
 
 from ecopt.errors import MeterError, MeterUnavailableError
-from ecopt.meters._zeus import zeus_module, zeusd_client, zeusd_configured
-from ecopt.meters.base import FLAG_LOWER_BOUND, ComponentEnergy, Meter
+from ecopt.meters._zeus import ZeusMeter, zeus_module, zeusd_client, zeusd_configured
+from ecopt.meters.base import FLAG_LOWER_BOUND, ComponentEnergy
 
 __all__ = ["ZeusdRaplMeter"]
 
 _WHAT = "the RAPL-through-zeusd meter"
 
 
-class ZeusdRaplMeter(Meter):
+class ZeusdRaplMeter(ZeusMeter):
     """RAPL energy read by zeusd (``source="rapl-zeusd"``, measured), for processes without root.
 
     Args:
@@ -84,14 +84,6 @@ class ZeusdRaplMeter(Meter):
     def __getstate__(self) -> dict[str, Any]:
         return {"socket_path": self.socket_path, "host_port": self.host_port,
                 "token": self.token, "dram": self.dram}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        super().__setstate__(state)
-        self._setup()
-
-    @classmethod
-    def is_available(cls, **options: Any) -> bool:
-        return cls.probe(**options)[0]
 
     @classmethod
     def probe(cls, socket_path: str | None = None, host_port: str | None = None,

@@ -25,8 +25,8 @@ from dataclasses import asdict
 from typing import Any
 
 from ecopt.errors import MeterError, MeterUnavailableError
-from ecopt.meters._zeus import zeus_module
-from ecopt.meters.base import FLAG_SHORT_WINDOW, MIN_WINDOW_PERIODS, ComponentEnergy, Meter
+from ecopt.meters._zeus import ZeusMeter, zeus_module
+from ecopt.meters.base import FLAG_SHORT_WINDOW, MIN_WINDOW_PERIODS, ComponentEnergy
 
 __all__ = ["AppleSiliconMeter", "JetsonMeter"]
 
@@ -40,7 +40,7 @@ _JETSON_FIELDS = {"cpu_energy_mj": "cpu", "gpu_energy_mj": "gpu:0"}
 JETSON_PERIOD_S = 0.1
 
 
-class _SocMeter(Meter):
+class _SocMeter(ZeusMeter):
     """Differences of a Zeus SoC's cumulative counters (mJ) as components."""
 
     source = ""
@@ -50,19 +50,8 @@ class _SocMeter(Meter):
         super().__init__()
         self._setup()
 
-    def _setup(self) -> None:
-        raise NotImplementedError
-
     def __getstate__(self) -> dict[str, Any]:
         return {}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        super().__setstate__(state)
-        self._setup()
-
-    @classmethod
-    def is_available(cls, **options: Any) -> bool:
-        return cls.probe(**options)[0]
 
     def _totals(self) -> dict[str, float]:
         raise NotImplementedError
