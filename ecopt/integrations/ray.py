@@ -45,6 +45,7 @@ from ecopt.executors.base import worker_meter
 from ecopt.executors.ray import import_ray
 from ecopt.meters.base import Meter
 from ecopt.objective import Objective
+from ecopt.record import make_record
 from ecopt.samplers.qnehvi import QLogNEHVISampler
 from ecopt.space import Categorical, Float, Int, Parameter, SearchSpace
 from ecopt.trial import ErrorInfo, PhaseRecord, TrialRecord, TrialState
@@ -283,7 +284,7 @@ class EcoptSearch(Searcher):
                             f"the trial's last result lacks finite values for {metric}: "
                             f"{values}", "")
         duration_s = float(result.get("time_total_s", 0.0) or 0.0)
-        self._records.append(TrialRecord(
+        self._records.append(make_record(
             number=number, state=state, params=params,
             values={m: float(v) for m, v in values.items() if v is not None and _finite(v)}
             if state is TrialState.COMPLETE else {},

@@ -14,7 +14,7 @@ from executor_helpers import SpySampler, kill_when_pid_file, pid_alive, states, 
 
 
 def test_get_executor_names() -> None:
-    assert ecopt.executors.EXECUTOR_NAMES == ("local", "processes", "dask", "spark")
+    assert ecopt.executors.EXECUTOR_NAMES == ("local", "processes", "dask", "spark", "ray")
     ex = get_executor("processes", n_workers=3, trial_timeout_s=5)
     assert isinstance(ex, ProcessExecutor) and ex.slots == 3 and ex.trial_timeout_s == 5
     ex.close()
