@@ -180,15 +180,14 @@ class Split:
 
 def split(space: SearchSpace, records: Sequence[TrialRecord]) -> Split:
     """Sort the failures of ``records`` into regional and isolated ones (see the rules)."""
-    failures = [r for r in records if counts_as_failure(r)
-                and _encode(space, [r.params]) is not None]
+    encoded = [(r, _encode(space, [r.params])) for r in records if counts_as_failure(r)]
+    failures = [r for r, U in encoded if U is not None]
     complete = [r for r in records if r.state is TrialState.COMPLETE]
     C = _encode(space, [r.params for r in complete])
     if C is None:
         C = np.empty((0, space.dim))
     by_key: dict[tuple[str, str], list[tuple[TrialRecord, np.ndarray]]] = {}
-    for r in failures:
-        U = _encode(space, [r.params])
+    for r, U in encoded:
         if U is not None:
             by_key.setdefault(error_key(r), []).append((r, U[0]))
     regional: set[int] = set()

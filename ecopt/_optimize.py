@@ -241,10 +241,9 @@ class OptimizeLoop:
         msg = last.error.message
         shown = msg if len(msg) <= 500 else msg[:500] + "..."
         where = _failures.error_key(last)[1]
-        configs = "\n".join(f"  trial {r.number}: {_fmt_params(r.params)} -- "
-                            f"{r.error.type if r.error else '?'}"
-                            f"{' at ' + _failures.error_key(r)[1] if _failures.error_key(r)[1] else ''}"
-                            for r in culprits[-10:])
+        configs = "\n".join(f"  trial {r.number}: {_fmt_params(r.params)} -- {kind}"
+                            + (f" at {at}" if at else "")
+                            for r in culprits[-10:] for kind, at in [_failures.error_key(r)])
         self.systematic = SystematicFailureError(
             f"trials {', '.join(map(str, nums))} all failed with {last.error.type}: {shown}"
             f"{' (raised at ' + where + ')' if where else ''} -- judged a bug in the objective, "

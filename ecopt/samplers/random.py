@@ -35,14 +35,12 @@ def sobol_points(dim: int, seed: int, start: int, n: int) -> np.ndarray:
         return engine.random(n)
 
 
-def _keys(space: SearchSpace, records: Sequence[TrialRecord], pending: Sequence[Params]
-          ) -> tuple[set[tuple[float, ...]], set[tuple[float, ...]]]:
-    """Keys of the configurations tried or running, and of those that failed."""
+def _failed_keys(space: SearchSpace, records: Sequence[TrialRecord]) -> set[tuple[float, ...]]:
+    """Keys of the configurations whose trial failed."""
     from ecopt._failures import counts_as_failure
     from ecopt.samplers._encoding import seen_keys
 
-    return (seen_keys(space, records, pending),
-            seen_keys(space, [r for r in records if counts_as_failure(r)], []))
+    return seen_keys(space, [r for r in records if counts_as_failure(r)], [])
 
 
 def _key(space: SearchSpace, x: np.ndarray) -> tuple[float, ...]:
@@ -75,7 +73,9 @@ class SobolSampler(Sampler):
         start = len(records) + len(pending)
         seed = int(self.seed or 0)
         X = sobol_points(space.dim, seed, start, n + MAX_SKIP)
-        seen, failed = _keys(space, records, pending)
+        from ecopt.samplers._encoding import seen_keys
+
+        seen, failed = seen_keys(space, records, pending), _failed_keys(space, records)
         out: list[Proposal] = []
         for avoid in (seen, failed):
             for i, x in enumerate(X):
@@ -114,7 +114,7 @@ class RandomSampler(Sampler):
         start = len(records) + len(pending)
         out: list[Proposal] = []
         rng = np.random.default_rng([int(self.seed or 0), start])
-        failed = _keys(space, records, pending)[1] if records else set()
+        failed = _failed_keys(space, records)
         for i in range(n):
             k = start + i
             if k < self.n_sobol:
