@@ -136,6 +136,43 @@ def test_running_trials_are_pending_points():
 
 
 @pytest.mark.slow
+def test_a_slower_lower_trial_moves_off_a_point_a_higher_one_already_took():
+    """The race two processes run: trial 6 (another worker) proposes and says its final
+    point while trial 5 is still proposing from the same history, so both hold one point.
+    Trial 6 stopped waiting for trial 5; trial 5 must see the taken point and move."""
+    dists = {"x0": optuna.distributions.FloatDistribution(0, 1),
+             "x1": optuna.distributions.FloatDistribution(0, 1)}
+
+    def history(sampler):
+        study = optuna.create_study(directions=["minimize", "minimize"], sampler=sampler)
+        for _ in range(5):
+            t = study.ask(dists)
+            study.tell(t, branin_currin(t.params["x0"], t.params["x1"]))
+        return study
+
+    taken = history(EcoptSampler(seed=0, n_init=4)).ask(dists).params  # trial 5, alone
+    sampler = EcoptSampler(seed=0, n_init=4)
+    study = history(sampler)
+    storage = study._storage
+    five = storage.create_new_trial(study._study_id)
+    six = storage.create_new_trial(study._study_id)
+    propose = sampler._propose
+
+    def slower(*args, **kwargs):
+        out = propose(*args, **kwargs)
+        if not storage.get_trial(six).system_attrs:  # the other worker finishes first
+            storage.set_trial_system_attr(six, "ecopt:relative_params", out[0])
+            storage.set_trial_system_attr(six, "ecopt:proposed_by", "qlognehvi")
+        return out
+
+    sampler._propose = slower
+    params = sampler.sample_relative(study, storage.get_trial(five), dists)
+    assert params != taken
+    assert storage.get_trial(six).system_attrs["ecopt:relative_params"] == taken
+    assert storage.get_trial(five).system_attrs["ecopt:relative_params"] == params
+
+
+@pytest.mark.slow
 def test_constraints_func_and_set_constraint_are_outcome_constraints():
     def constraints(t):
         return [t.params["x0"] - 0.5]  # feasible when x0 <= 0.5

@@ -40,9 +40,9 @@ the initial design is indexed by the trial number, which the storage hands out
 once: two workers never draw the same Sobol point. A model proposal is a
 function of the history, so two processes that propose at the same moment from
 the same history would propose the same point: after writing its proposal, a
-trial waits (briefly, bounded) for lower-numbered running trials that are still
-proposing, and proposes again with the other's point as pending when they
-coincide.
+trial waits (briefly, bounded) for the other processes' trials that are still
+proposing, and when two coincide the higher-numbered one proposes again with
+the other's point as pending.
 """
 
 from __future__ import annotations
@@ -111,6 +111,11 @@ class _TrialNumberedQLogNEHVI(QLogNEHVISampler):
         if self.design_index is not None:
             start = self.design_index
         return super()._sobol(space, start, n, why, seen, fallback)
+
+
+#: How many times a trial proposes again when another worker holds its point (then it
+#: keeps the last proposal: the others are still pending points of its model).
+MAX_SETTLE_ROUNDS = 4
 
 
 class EcoptSampler(BaseSampler):
@@ -279,39 +284,50 @@ class EcoptSampler(BaseSampler):
             return {}
         with self._lock:
             space, codecs = sampler_space(search_space)
-            t0 = time.perf_counter()
-            params, note = self._propose(study, trial, space, codecs)
-            storage.set_trial_system_attr(trial._trial_id, RELATIVE_PARAMS_KEY, params)
-            if self._settle(study, trial, params, time.perf_counter() - t0):
+            for _ in range(MAX_SETTLE_ROUNDS):
+                # A proposal made again may meet a third worker's: settle each one.
+                t0 = time.perf_counter()
                 params, note = self._propose(study, trial, space, codecs)
                 storage.set_trial_system_attr(trial._trial_id, RELATIVE_PARAMS_KEY, params)
+                if not self._settle(study, trial, params, time.perf_counter() - t0):
+                    break
             storage.set_trial_system_attr(trial._trial_id, PROPOSED_BY_KEY, note[0])
             storage.set_trial_system_attr(trial._trial_id, PROPOSAL_KEY, note[1])
         return params
 
     def _settle(self, study: Study, me: FrozenTrial, params: dict[str, Any],
                 took_s: float) -> bool:
-        """Whether a lower-numbered trial holds this very proposal (then propose again,
-        with it as pending or as an observation).
+        """Whether another trial holds this very proposal (then propose again, with it
+        as pending or as an observation).
 
-        Another process may be proposing from the same history right now. Running
-        trials of other processes with a lower number that have not written their
-        proposal yet are waited for (at most four times this proposal's time + 2 s,
-        30 s in all: on a loaded machine the other may be slower), so whichever of
-        two workers finishes first, the one with the higher number sees the other's
-        point and moves. This process's own trials are not waited for: they propose
-        after this one, under the same lock, with this point as pending.
+        Another process may be proposing from the same history right now. Of two
+        trials that hold one point, the higher-numbered one moves:
+
+        * a **lower-numbered** trial holding the point: this one moves. Running
+          lower-numbered trials of other processes that have not written their
+          proposal yet are waited for (at most four times this proposal's time +
+          2 s, 30 s in all: on a loaded machine the other may be slower);
+        * a **higher-numbered** trial holding the point: it moves if it sees this
+          one, but it may have stopped waiting (this proposal took longer than its
+          wait). So this trial waits until the other has said its final proposal
+          (``ecopt:proposed_by``, written after its last params), and moves when
+          that is still this point.
+
+        This process's own lower-numbered trials are not waited for: they propose
+        under the same lock, and later ones see this point as pending.
         """
         deadline = time.perf_counter() + min(30.0, 4 * took_s + 2.0)
         while True:
             # Finished ones too: the other trial may have run and ended meanwhile.
-            lower = [t for t in study._get_trials(deepcopy=False, use_cache=False)
-                     if t.number < me.number and t.state is not OState.WAITING]
-            if any(t.system_attrs.get(RELATIVE_PARAMS_KEY) == params for t in lower):
+            others = [t for t in study._get_trials(deepcopy=False, use_cache=False)
+                      if t.number != me.number and t.state is not OState.WAITING]
+            same = [t for t in others if t.system_attrs.get(RELATIVE_PARAMS_KEY) == params]
+            if any(t.number < me.number or PROPOSED_BY_KEY in t.system_attrs for t in same):
                 return True
-            if all(RELATIVE_PARAMS_KEY in t.system_attrs for t in lower
-                   if t.state is OState.RUNNING and t.number not in self._mine) \
-                    or time.perf_counter() > deadline:
+            proposing = [t for t in others if t.number < me.number
+                         and t.state is OState.RUNNING and t.number not in self._mine
+                         and RELATIVE_PARAMS_KEY not in t.system_attrs]
+            if (not proposing and not same) or time.perf_counter() > deadline:
                 return False
             time.sleep(0.05)
 
