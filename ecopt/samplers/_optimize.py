@@ -8,6 +8,13 @@ categorical columns to ``optimize_acqf_mixed_alternating``; a fully discrete
 space small enough to enumerate to :mod:`ecopt.samplers._discrete` (every
 configuration scored, none proposed twice). Sequential greedy for ``q > 1``.
 
+No proposal repeats a configuration that failed, one that is running (pending) or
+one earlier in its own batch; without ``allow_repeats`` none repeats any trial's
+configuration either. The enumerated and scored paths choose among the others
+only; the gradient paths' picks that land on one (a bound or a category the
+optimiser keeps returning to) are replaced by the best of the scored candidates
+that does not (:func:`_replace_repeats`; ``notes["replaced_repeats"]``).
+
 An economy proposal (``Settings.score_only``) takes no gradient step: it scores
 ``raw_samples`` candidates in batched passes (scrambled Sobol points and, for
 half of them, Gaussian perturbations of the observed Pareto set, each snapped
@@ -29,7 +36,7 @@ from ecopt.samplers._encoding import Encoding, grid, seen_keys, to_model, to_uni
 from ecopt.space import SearchSpace
 from ecopt.trial import TrialRecord
 
-__all__ = ["Settings", "optimize"]
+__all__ = ["Settings", "avoided", "optimize"]
 
 
 @dataclass(frozen=True)
@@ -108,15 +115,72 @@ def candidates(space: SearchSpace, n: int, around: np.ndarray | None, seed: int)
     return np.array(list(out.values()))
 
 
+def avoided(space: SearchSpace, records: Sequence[TrialRecord], pending: Sequence[Params],
+            allow_repeats: bool) -> set[tuple[float, ...]]:
+    """Keys of the configurations a proposal must not repeat: failed and running ones,
+    and (without ``allow_repeats``) every one with a trial."""
+    from ecopt.trial import TrialState
+
+    if not allow_repeats:
+        return seen_keys(space, records, pending)
+    failed = [r for r in records if r.state is TrialState.FAILED]
+    return seen_keys(space, failed, pending)
+
+
+def _key(space: SearchSpace, u: np.ndarray) -> tuple[float, ...]:
+    """The key of the configuration a unit-cube row decodes to."""
+    return _discrete.config_key(space.encode(space.decode(u)))
+
+
+def _replace_repeats(acqf: Any, space: SearchSpace, enc: Encoding, U: np.ndarray,
+                     avoid: set[tuple[float, ...]], s: Settings, around: np.ndarray | None,
+                     seed: int) -> tuple[np.ndarray, int]:
+    """``U`` with every row that repeats an avoided configuration or an earlier row
+    replaced by the best-scoring of ``raw_samples`` candidates that repeats none
+    (the kept rows pending while they are scored).
+
+    Returns:
+        ``(U, number replaced)``.
+    """
+    import torch
+
+    taken = set(avoid)
+    bad = []
+    for i, u in enumerate(U):
+        k = _key(space, u)
+        if k in taken:
+            bad.append(i)
+        taken.add(k)
+    if not bad:
+        return U, 0
+    pool = candidates(space, max(s.raw_samples, 64), around, seed)
+    fresh = np.array([_discrete.config_key(u) not in taken for u in pool], dtype=bool)
+    if fresh.sum() < len(bad):
+        return U, 0  # nothing new left to propose: the acquisition's choice stands
+    keep = np.array([i for i in range(len(U)) if i not in bad], dtype=int)
+    base = acqf.X_pending
+    if len(keep):
+        kept = torch.tensor(to_model(U[keep], enc), dtype=torch.double)
+        acqf.set_X_pending(kept if base is None else torch.cat([base, kept], dim=-2))
+    try:
+        new, _ = _discrete.optimize_discrete(
+            acqf, torch.tensor(to_model(pool, enc), dtype=torch.double),
+            torch.tensor(fresh), len(bad))
+    finally:
+        acqf.set_X_pending(base)
+    out = U.copy()
+    out[bad] = to_unit(new.detach().cpu().numpy().reshape(len(bad), -1), enc)
+    return out, len(bad)
+
+
 def _scored(acqf: Any, space: SearchSpace, enc: Encoding, records: Sequence[TrialRecord],
             pending: Sequence[Params], q: int, s: Settings, around: np.ndarray | None,
             seed: int) -> tuple[Any, dict[str, Any]]:
     import torch
 
     U = candidates(space, s.raw_samples, around, seed)
-    seen = seen_keys(space, records, pending)
-    unseen = np.array([_discrete.config_key(u) not in seen for u in U], dtype=bool)
-    fresh = np.ones_like(unseen) if s.allow_repeats else unseen
+    avoid = avoided(space, records, pending, s.allow_repeats)
+    fresh = np.array([_discrete.config_key(u) not in avoid for u in U], dtype=bool)
     cand, repeats = _discrete.optimize_discrete(
         acqf, torch.tensor(to_model(U, enc), dtype=torch.double), torch.tensor(fresh), q)
     return cand, {"optimiser": "scored", "n_candidates": len(U), "n_repeats": repeats}
@@ -149,12 +213,20 @@ def optimize(acqf: Any, space: SearchSpace, enc: Encoding, records: Sequence[Tri
         how = {"optimiser": "mixed" if mixed else "continuous"}
         if not mixed:
             how["sample_around_best"] = s.sample_around_best
+        U, replaced = _replace_repeats(
+            acqf, space, enc, to_unit(cand.detach().cpu().numpy().reshape(q, -1), enc),
+            avoided(space, records, pending, s.allow_repeats), s, around, seed)
+        if replaced:
+            how["replaced_repeats"] = replaced
+        return U, how
     else:
         choices = _discrete.enumerate_grid(cols)
         seen = seen_keys(space, records, pending)
         unseen = np.array([_discrete.config_key(u) not in seen for u in to_unit(choices, enc)],
                           dtype=bool)
-        fresh = np.ones_like(unseen) if s.allow_repeats else unseen
+        avoid = avoided(space, records, pending, True)
+        fresh = unseen if not s.allow_repeats else np.array(
+            [_discrete.config_key(u) not in avoid for u in to_unit(choices, enc)], dtype=bool)
         cand, repeats = _discrete.optimize_discrete(
             acqf, torch.tensor(choices, dtype=torch.double), torch.tensor(fresh), q)
         how = {"optimiser": "enumerate", "n_configs": len(choices),

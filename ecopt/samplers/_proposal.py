@@ -160,11 +160,12 @@ def model_based(sampler: QLogNEHVISampler, space: SearchSpace, records: Sequence
     settings = Settings(sampler.num_restarts, sampler.raw_samples, sampler.maxiter,
                         sampler.sample_around_best, sampler.allow_repeats)
     rng_seed = seed * 1_000_003 + len(records) + len(pending)
-    around = None
+    # The observed Pareto set (maximisation form): an economy proposal's candidates and
+    # those that replace a repeated configuration are perturbations of it.
+    around = data.U[pareto.non_dominated(data.Y[:, :M])]
     if economy:
         settings = dataclasses.replace(settings, raw_samples=int(economy["raw_samples"]),
                                        score_only=True)
-        around = data.U[pareto.non_dominated(data.Y[:, :M])]  # maximisation form
     with one_thread(rng_seed):
         t0, c0 = time.perf_counter(), time.process_time()
         X = torch.tensor(to_model(data.U, enc), dtype=dtype)

@@ -125,3 +125,52 @@ def test_a_failing_region_is_tried_at_most_twice_in_30_trials():
     assert all(r.state is TrialState.COMPLETE for r in recs if not in_failing_corner(r.params))
     noted = [r.proposal["failures"] for r in recs if "failures" in r.proposal]
     assert noted and noted[-1]["failed"] >= 1
+
+
+def _acqf(space: ecopt.SearchSpace, records: list[TrialRecord]):
+    """A real qLogNEHVI on a GP fitted to the complete records (maximisation form)."""
+    import torch
+    from botorch.acquisition.multi_objective.logei import (
+        qLogNoisyExpectedHypervolumeImprovement,
+    )
+    from botorch.fit import fit_gpytorch_mll
+    from botorch.models import SingleTaskGP
+    from gpytorch.mlls import ExactMarginalLogLikelihood
+
+    done = [r for r in records if r.state is TrialState.COMPLETE]
+    X = torch.tensor([space.encode(r.params) for r in done], dtype=torch.double)
+    Y = -torch.tensor([[r.values["f1"], r.values["f2"]] for r in done], dtype=torch.double)
+    Y = (Y - Y.mean(0)) / Y.std(0)
+    gp = SingleTaskGP(X, Y)
+    fit_gpytorch_mll(ExactMarginalLogLikelihood(gp.likelihood, gp))
+    return qLogNoisyExpectedHypervolumeImprovement(gp, ref_point=Y.min(0).values - 0.1,
+                                                   X_baseline=X)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("allow_repeats", [False, True])
+def test_repeated_picks_of_the_gradient_path_are_replaced(allow_repeats):
+    """A batch whose picks repeat each other, a failed or a running configuration gets
+    those picks replaced by new configurations (a complete one may stay with
+    allow_repeats), and only those."""
+    from ecopt.samplers._encoding import encoding
+    from ecopt.samplers._optimize import Settings, _replace_repeats, avoided
+
+    records = _history(8)
+    records.append(failed(8, {"x": 1.0, "y": 1.0}))
+    pending = [{"x": 0.0, "y": 1.0}]
+    U = np.array([[0.3, 0.3], [0.3, 0.3], [1.0, 1.0], [0.0, 1.0],
+                  SPACE2.encode(records[0].params)])
+    avoid = avoided(SPACE2, records, pending, allow_repeats)
+    enc = encoding(SPACE2)
+    out, n = _replace_repeats(_acqf(SPACE2, records), SPACE2, enc, U, avoid,
+                              Settings(2, 64, 50, False, allow_repeats), None, 0)
+    keys = [tuple(np.round(u, 9)) for u in out]
+    assert n == (3 if allow_repeats else 4)
+    assert len(set(keys)) == 5  # no repeat within the batch
+    assert keys[0] == (0.3, 0.3)  # the first of two equal picks is kept
+    assert (1.0, 1.0) not in keys and (0.0, 1.0) not in keys  # failed, running
+    assert (tuple(out[4]) == tuple(U[4])) == allow_repeats  # a complete configuration
+    untouched, m = _replace_repeats(None, SPACE2, enc, out, avoid,
+                                    Settings(2, 64, 50, False, allow_repeats), None, 0)
+    assert m == 0 and (untouched == out).all()
