@@ -219,6 +219,10 @@ def has_tensorflow() -> bool:
 
 def _import_tf() -> Any:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    # torch's compiler stack (imported lazily, e.g. by the first optimizer) segfaults when
+    # it is first imported after TensorFlow (torch 2.14, tensorflow-cpu 2.21): import it first.
+    import torch._dynamo  # noqa: F401
+
     try:
         import tensorflow as tf
     except ImportError as e:  # pragma: no cover - exercised only without the extra
@@ -557,6 +561,16 @@ def judge_comparisons(table: Table) -> Table:
         a, b = r[1].split(" vs ")
         r[4], r[5], r[6] = faster_verdict(a, b, r[2]), faster_verdict(a, b, r[3]), \
             half_better_verdict(r[2])
+        rows.append(r)
+    return Table(list(table.columns), rows)
+
+
+def judge_bound(table: Table) -> Table:
+    """The ``bound`` table with its verdict column judged from its own min-max cells."""
+    rows = []
+    for r in table.rows:
+        r = list(r)
+        r[6] = bound_verdict(r[4]["low"], r[4]["high"])
         rows.append(r)
     return Table(list(table.columns), rows)
 
