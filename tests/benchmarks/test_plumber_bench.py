@@ -93,6 +93,7 @@ def _tiny_pipelines(tmp_path):
     return plumber.pipelines(args, tmp_path)
 
 
+@pytest.mark.slow
 def test_the_tfdata_pipelines_carry_every_sample(tmp_path):
     """The tf.data twin of each pipeline yields every sample once per epoch, batched as the
     DataLoader batches them, with the same features."""
