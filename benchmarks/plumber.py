@@ -1,4 +1,4 @@
-"""Plumber analogue: the profiler's LP allocation against a rule, random search and a tuner.
+"""Plumber analogue: the profiler's LP allocation against a rule, random search and tuners.
 
 Three deliberately misconfigured input pipelines, each feeding a real training step:
 
@@ -23,7 +23,12 @@ For each, ``--repeats`` times (default 5):
    threads per per-sample stage 1..32; each run for ``--epochs`` epochs, the
    fastest kept), **tuner** (``ecopt.data.tuner.hill_climb``: tf.data-style
    hill-climbing from the misconfigured setting on workers, threads per stage
-   and prefetch within a CPU budget of the cores, no cache, untried), **LP**
+   and prefetch within a CPU budget of the cores, no cache, untried), **tf.data
+   AUTOTUNE** (tf.data's own autotuner, the study's baseline: the same per-sample
+   or whole-table Python work as a ``tf.data.Dataset`` with
+   ``num_parallel_calls=AUTOTUNE``, ``prefetch(AUTOTUNE)`` and a CPU budget of the
+   cores, feeding the same torch step; run when TensorFlow is installed, the
+   ``tfdata`` extra), **LP**
    (the LP's ``--trials`` best-predicted settings run the same way, the
    fastest kept) and **LP top-1** (its first choice, untried);
 3. each chosen setting runs ``--epochs`` epochs once more, measured: wall
@@ -34,9 +39,10 @@ Tables: speed-up and energy per epoch against the misconfigured pipeline
 (trimmed means, 95 % intervals over the repeats); every pairwise comparison
 of the LP with a baseline (paired per-repeat ratios, intervals, and the
 verdict the interval allows); the model's predicted epoch time against the
-measured one for every setting run.
+measured one for every method; Plumber's 4x bound checked on every setting run
+that the model predicts (``bound``).
 
-    python benchmarks/plumber.py [--repeats 5] [--epochs 4] [--trials 3] [--record]
+    python benchmarks/plumber.py [--repeats 5] [--epochs 4] [--trials 3] [--tfdata auto] [--record]
 """
 
 from __future__ import annotations
@@ -72,10 +78,15 @@ from docs.recorded import (  # noqa: E402
     write_run,
 )
 
-METHODS = ("misconfigured", "rule", "random search", "tuner", "LP", "LP top-1")
+#: tf.data's own autotuner on the same pipelines (needs the ``tfdata`` extra).
+TFDATA = "tf.data AUTOTUNE"
+METHODS = ("misconfigured", "rule", "random search", "tuner", TFDATA, "LP", "LP top-1")
 COMPARISONS = (("LP", "rule"), ("LP", "random search"), ("LP", "tuner"),
-               ("LP top-1", "tuner"), ("LP top-1", "misconfigured"))
+               ("LP top-1", "tuner"), ("LP top-1", "misconfigured"), ("LP", TFDATA),
+               ("LP top-1", TFDATA))
 THREAD_CHOICES = (1, 2, 4, 8, 16, 32)
+#: Plumber's bound on its cost model: predictions within this factor of the measured time.
+BOUND = 4.0
 
 
 def _fetch(path: str, latency_s: float) -> bytes:
@@ -199,6 +210,121 @@ def run_setting(spec: dict[str, Any], setting: Any, epochs: int) -> dict[str, fl
     return {"wall_s": time.perf_counter() - t0, "cpu_s": _cpu_s() - c0, "energy_j": m.energy_j}
 
 
+def has_tensorflow() -> bool:
+    """Whether ``tensorflow`` imports (the ``tfdata`` extra: ``pip install ecopt[tfdata]``)."""
+    import importlib.util
+
+    return importlib.util.find_spec("tensorflow") is not None
+
+
+def _import_tf() -> Any:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    # torch's compiler stack (imported lazily, e.g. by the first optimizer) segfaults when
+    # it is first imported after TensorFlow (torch 2.14, tensorflow-cpu 2.21): import it first.
+    import torch._dynamo  # noqa: F401
+
+    try:
+        import tensorflow as tf
+    except ImportError as e:  # pragma: no cover - exercised only without the extra
+        raise ImportError("the tf.data AUTOTUNE baseline needs TensorFlow: "
+                          "pip install 'ecopt[tfdata]' (tensorflow-cpu)") from e
+    return tf
+
+
+def tfdata_dataset(source: Any, base: Any, epochs: int, cores: int) -> Any:
+    """The pipeline as a ``tf.data.Dataset`` tuned by tf.data's own autotuner.
+
+    The per-sample and whole-table work is the same Python code the DataLoader runs
+    (called through ``tf.numpy_function``); tf.data decides the parallelism of the
+    ``map`` (``num_parallel_calls=AUTOTUNE``) and the prefetch depth
+    (``prefetch(AUTOTUNE)``) within ``cores`` (``options.autotune.cpu_budget``). No
+    cache: tf.data's autotuner does not place one. The epochs run on one iterator
+    (``repeat(epochs)``), so what the autotuner learns in an epoch carries over.
+
+    Args:
+        source: A :class:`~ecopt.data.TablePipeline` (re-parsed every epoch, then
+            sliced into batches) or a :class:`~ecopt.data.StagedDataset` (every
+            stage per sample).
+        base: The misconfigured :class:`~ecopt.data.LoaderConfig` (batch size,
+            shuffle and seed are kept).
+        epochs: Passes over the data, >= 1.
+        cores: The CPU budget given to the autotuner, >= 1.
+
+    Returns:
+        A dataset of ``(features, target)`` numpy-convertible batches, ``epochs``
+        passes long.
+    """
+    import numpy as np
+
+    from ecopt.data import TablePipeline
+
+    tf = _import_tf()
+    auto = tf.data.AUTOTUNE
+    bs = int(base.batch_size)
+    if isinstance(source, TablePipeline):
+        table = source
+
+        def parse(_: Any) -> tuple[Any, Any]:
+            t = table.run()
+            return (t.features.numpy().astype(np.float32),
+                    t.target.numpy().astype(np.float32))
+
+        def batches(x: Any, y: Any) -> Any:
+            n = tf.shape(x, out_type=tf.int64)[0]
+            return tf.data.Dataset.range(0, n, bs).map(lambda i: (x[i:i + bs], y[i:i + bs]))
+
+        ds = tf.data.Dataset.from_tensors(np.int64(0)).map(
+            lambda z: tf.numpy_function(parse, [z], (tf.float32, tf.float32), stateful=False),
+            num_parallel_calls=auto).flat_map(batches)
+    else:
+        staged = source
+        x0, y0 = staged[0]
+        shape = tuple(np.asarray(x0).shape)
+
+        def item(i: Any) -> tuple[Any, Any]:
+            x, y = staged[int(i)]
+            return np.asarray(x, dtype=np.float32), np.int64(y)
+
+        def call(i: Any) -> Any:
+            x, y = tf.numpy_function(item, [i], (tf.float32, tf.int64), stateful=False)
+            return tf.ensure_shape(x, shape), tf.ensure_shape(y, ())
+
+        idx = tf.data.Dataset.range(len(staged))
+        if base.shuffle:
+            idx = idx.shuffle(len(staged), seed=base.seed, reshuffle_each_iteration=True)
+        ds = idx.map(call, num_parallel_calls=auto).batch(bs)
+    ds = ds.repeat(epochs).prefetch(auto)
+    opts = tf.data.Options()
+    opts.autotune.enabled = True
+    opts.autotune.cpu_budget = int(cores)
+    return ds.with_options(opts)
+
+
+def run_tfdata(spec: dict[str, Any], epochs: int, cores: int) -> dict[str, float]:
+    """:func:`run_setting` for :func:`tfdata_dataset`: the same training step, measured alike.
+
+    Each batch is handed to the consumer as torch tensors (``features``, ``target``).
+    """
+    import numpy as np
+    import torch
+
+    from ecopt.meters.estimate import EstimateMeter
+
+    ds = tfdata_dataset(spec["source"], spec["base"], epochs, cores)
+    consumer = spec["consumer"]
+    meter = EstimateMeter()
+    t0, c0 = time.perf_counter(), _cpu_s()
+    h = meter.start()
+    for x, y in ds.as_numpy_iterator():
+        consumer((torch.from_numpy(np.array(x)), torch.from_numpy(np.array(y))))
+    m = meter.stop(h)
+    return {"wall_s": time.perf_counter() - t0, "cpu_s": _cpu_s() - c0, "energy_j": m.energy_j}
+
+
+def _tf_version() -> str:
+    return str(_import_tf().__version__) if has_tensorflow() else "not installed"
+
+
 def _cpu_s() -> float:
     import resource
 
@@ -237,6 +363,7 @@ def one_repeat(name: str, spec: dict[str, Any], rep: int, args: argparse.Namespa
     rule = PipelineSetting(pprof.backend, cur_cache, cores, 2)
     rng = random.Random(1000 * rep + 17)
     search: dict[str, tuple[Any, float, int]] = {}
+    predictions: list[dict[str, Any]] = []
     for method, settings in (
             ("random search", [random_setting(rng, pprof, cores, spec["backends"])
                                for _ in range(args.trials)]),
@@ -244,6 +371,10 @@ def one_repeat(name: str, spec: dict[str, Any], rep: int, args: argparse.Namespa
         t1 = time.perf_counter()
         timed = [(run_setting(spec, s, args.epochs)["wall_s"], i, s) for i, s in enumerate(settings)]
         best = min(timed)[2]
+        for wall, i, s in timed:
+            predictions.append({"run": f"{method} trial {i + 1}", "setting": s.label(),
+                                "predicted_s": sum(predict_epochs(pprof, s, args.epochs, cores)),
+                                "measured_s": wall})
         search[method] = (best, time.perf_counter() - t1 + (profile_s if method == "LP" else 0.0),
                           len(settings))
     t1 = time.perf_counter()
@@ -253,17 +384,37 @@ def one_repeat(name: str, spec: dict[str, Any], rep: int, args: argparse.Namespa
     chosen = {"misconfigured": misconf, "rule": rule, "random search": search["random search"][0],
               "tuner": tuned.setting, "LP": search["LP"][0], "LP top-1": alloc.setting}
     out: dict[str, Any] = {"profile_s": profile_s, "lp": alloc.to_dict(),
-                           "tuner": tuned.to_dict(), "methods": {}}
-    for method, s in chosen.items():
+                           "tuner": tuned.to_dict(), "methods": {},
+                           "predictions": predictions}
+    for method in METHODS:
+        if method == TFDATA:
+            if not args.tfdata:
+                continue
+            meas = run_tfdata(spec, args.epochs, cores)
+            out["methods"][method] = {"setting": tfdata_label(cores), "predicted_s": math.nan,
+                                      **meas, "search_s": 0.0, "trials": 0}
+            print(f"[{name} repeat {rep}] {method:14s} {tfdata_label(cores):72s} "
+                  f"measured {meas['wall_s']:.2f} s (CPU {meas['cpu_s']:.2f})",
+                  file=sys.stderr, flush=True)
+            continue
+        s = chosen[method]
         meas = run_setting(spec, s, args.epochs)
         pred = sum(predict_epochs(pprof, s, args.epochs, cores))
         extra = search.get(method, (None, profile_s if method == "LP top-1" else 0.0, 0))
         out["methods"][method] = {"setting": s.label(), "predicted_s": pred, **meas,
                                   "search_s": extra[1], "trials": extra[2]}
+        predictions.append({"run": f"{method} (final)", "setting": s.label(),
+                            "predicted_s": pred, "measured_s": meas["wall_s"]})
         print(f"[{name} repeat {rep}] {method:14s} {s.label():72s} "
               f"measured {meas['wall_s']:.2f} s (CPU {meas['cpu_s']:.2f}) predicted {pred:.2f} s",
               file=sys.stderr, flush=True)
     return out
+
+
+def tfdata_label(cores: int) -> str:
+    """How the tf.data AUTOTUNE baseline is set (one label for every repeat)."""
+    return (f"tf.data: map num_parallel_calls=AUTOTUNE, prefetch=AUTOTUNE, autotune cpu_budget="
+            f"{cores}, no cache")
 
 
 def tables(results: dict[str, list[dict[str, Any]]], epochs: int) -> dict[str, Table]:
@@ -271,7 +422,7 @@ def tables(results: dict[str, list[dict[str, Any]]], epochs: int) -> dict[str, T
     pred_rows: list[list[Any]] = []
     for name, reps in results.items():
         base = [r["methods"]["misconfigured"] for r in reps]
-        for method in METHODS:
+        for method in methods_in(reps):
             ms = [r["methods"][method] for r in reps]
             settings = Counter(m["setting"] for m in ms)
             setting, count = settings.most_common(1)[0]
@@ -285,6 +436,8 @@ def tables(results: dict[str, list[dict[str, Any]]], epochs: int) -> dict[str, T
                 trimmed_interval(speed), trimmed_interval(cpu_gain),
                 f"{trimmed_mean_ci([m['search_s'] for m in ms])[0]:.3g} s, "
                 f"{ms[0]['trials']} trials"])
+            if method == TFDATA:  # tf.data tunes itself: the LP's model predicts nothing here
+                continue
             pred = [m["predicted_s"] / epochs for m in ms]
             meas = [m["wall_s"] / epochs for m in ms]
             pm, mm = trimmed_mean_ci(pred)[0], trimmed_mean_ci(meas)[0]
@@ -294,17 +447,21 @@ def tables(results: dict[str, list[dict[str, Any]]], epochs: int) -> dict[str, T
                               if pm > 0 else math.nan])
     cmp_rows: list[list[Any]] = []
     for name, reps in results.items():
+        present = methods_in(reps)
         for a, b in COMPARISONS:
+            if a not in present or b not in present:
+                continue
             wall = [r["methods"][b]["wall_s"] / r["methods"][a]["wall_s"] for r in reps]
             cpu = [r["methods"][b]["cpu_s"] / r["methods"][a]["cpu_s"] for r in reps
                    if r["methods"][a]["cpu_s"] > 0]
             w, c = trimmed_interval(wall), trimmed_interval(cpu)
             cmp_rows.append([name, f"{a} vs {b}", w, c, faster_verdict(a, b, w),
-                             faster_verdict(a, b, c), half_better_verdict(w)])
+                             faster_verdict(a, b, c), half_better_verdict(w), len(wall)])
     return {
         "comparisons": Table(["pipeline", "comparison", "wall ratio (baseline / method)",
                               "CPU-time ratio (baseline / method)", "verdict (wall)",
-                              "verdict (CPU time)", "study's '>50% better' (ratio > 1.5)"],
+                              "verdict (CPU time)", "study's '>50% better' (ratio > 1.5)",
+                              "repeats (paired ratios)"],
                              cmp_rows),
         "speedup": Table(["pipeline", "method", "setting chosen (how often)", "epoch s",
                           "CPU s per epoch", "J per epoch (ESTIMATED)",
@@ -312,7 +469,62 @@ def tables(results: dict[str, list[dict[str, Any]]], epochs: int) -> dict[str, T
                           "search cost"], speed_rows),
         "prediction": Table(["pipeline", "method", "predicted epoch s", "measured epoch s",
                              "measured / predicted (min-max)"], pred_rows),
+        "bound": bound_table(results),
     }
+
+
+def methods_in(reps: Sequence[dict[str, Any]]) -> list[str]:
+    """The methods every repeat ran, in :data:`METHODS` order."""
+    return [m for m in METHODS if all(m in r["methods"] for r in reps)]
+
+
+def bound_table(results: dict[str, list[dict[str, Any]]]) -> Table:
+    """Plumber's 4x bound on the cost model, over every setting run with a prediction.
+
+    Two scopes per pipeline: the settings the LP ranked and that ran (its trials and
+    its final choices, every repeat), and every setting run (the random search's
+    trials and every method's final run too). The verdict is :func:`bound_verdict`
+    on the smallest and largest measured / predicted ratio.
+    """
+    rows: list[list[Any]] = []
+    for name, reps in results.items():
+        preds = [p for r in reps for p in r.get("predictions", [])
+                 if p["predicted_s"] > 0 and p["measured_s"] > 0]
+        for scope, keep in (("settings the LP ranked (its trials and choices)",
+                             lambda p: p["run"].startswith("LP")),
+                            ("every setting run", lambda p: True)):
+            ps = [p for p in preds if keep(p)]
+            if not ps:
+                continue
+            ratios = sorted(p["measured_s"] / p["predicted_s"] for p in ps)
+            inside = sum(1 / BOUND <= x <= BOUND for x in ratios)
+            med = ratios[len(ratios) // 2] if len(ratios) % 2 else \
+                (ratios[len(ratios) // 2 - 1] + ratios[len(ratios) // 2]) / 2
+            rows.append([name, scope, len(ratios),
+                         f"{inside}/{len(ratios)} ({100 * inside / len(ratios):.0f}%)",
+                         interval(med, ratios[0], ratios[-1]),
+                         max(ratios[-1], 1 / ratios[0]),
+                         bound_verdict(ratios[0], ratios[-1])])
+    return Table(["pipeline", "settings", "predictions", f"within {BOUND:g}x",
+                  "measured / predicted (median [min, max])", "worst factor off",
+                  f"verdict (within {BOUND:g}x)"], rows)
+
+
+def bound_verdict(low: float, high: float, factor: float = BOUND) -> str:
+    """The verdict on "every prediction is within ``factor`` of the measured time".
+
+    ``low`` and ``high`` are the smallest and largest measured / predicted ratio. By the
+    one rule (:func:`ecopt._verdict.verdict`) on both sides of the band
+    ``[1 / factor, factor]``: **holds** when every ratio lies inside it; **does not
+    hold** when every ratio lies outside it on one side; **not shown** when some lie
+    inside and some outside (the ``within`` column says how many).
+    """
+    sides = (verdict(low, high, 1 / factor), verdict(1 / high, 1 / low, 1 / factor))
+    if all(v == HOLDS for v in sides):
+        return HOLDS
+    if NOT_HOLD in sides:
+        return NOT_HOLD
+    return f"{NOT_SHOWN} (some predictions outside {factor:g}x)"
 
 
 def faster_verdict(a: str, b: str, cell: dict[str, float]) -> str:
@@ -353,6 +565,16 @@ def judge_comparisons(table: Table) -> Table:
     return Table(list(table.columns), rows)
 
 
+def judge_bound(table: Table) -> Table:
+    """The ``bound`` table with its verdict column judged from its own min-max cells."""
+    rows = []
+    for r in table.rows:
+        r = list(r)
+        r[6] = bound_verdict(r[4]["low"], r[4]["high"])
+        rows.append(r)
+    return Table(list(table.columns), rows)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=5)
@@ -367,6 +589,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="simulated round trip after each remote-file read")
     p.add_argument("--only", choices=("image", "tabular", "remote"), action="append",
                    help="run only these pipelines (repeatable)")
+    p.add_argument("--tfdata", choices=("auto", "on", "off"), default="auto",
+                   help=f"run the '{TFDATA}' baseline: auto = when TensorFlow is installed "
+                        "(pip install 'ecopt[tfdata]'), on = require it, off = skip it")
     p.add_argument("--out", default="runs/plumber")
     p.add_argument("--record", nargs="?", const="", default=None, metavar="TAG",
                    help="also write the summary to docs/results/plumber/<date>[-TAG]")
@@ -374,6 +599,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     for k in ("repeats", "epochs", "trials"):
         if getattr(args, k) < 1:
             raise ValueError(f"--{k} >= 1 must hold, got {getattr(args, k)}")
+    if args.tfdata == "on":
+        _import_tf()
+    args.tfdata = args.tfdata == "on" or (args.tfdata == "auto" and has_tensorflow())
     import torch
 
     from ecopt.data import cpu_cores
@@ -403,8 +631,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"threads per stage and prefetch within {cores} cores from the misconfigured "
         "setting on the same model, with no trial and no cache.",
         "Comparisons: per-repeat ratios baseline / method (above 1: the method is faster), "
-        "trimmed mean and 95% interval; a verdict names a winner only when the interval "
-        "excludes 1.",
+        "paired within each repeat, over every repeat (the last column counts them); trimmed "
+        "mean and 95% interval; a verdict names a winner only when the interval excludes 1.",
+        (f"'{TFDATA}': tf.data's own autotuner (TensorFlow "
+         f"{_tf_version()}) on the same files and the same Python per-sample "
+         "(or whole-table) work, called through tf.numpy_function: map with "
+         "num_parallel_calls=AUTOTUNE, prefetch(AUTOTUNE), options.autotune.enabled, "
+         f"cpu_budget = {cores} cores, the epochs on one iterator (repeat) so the autotuner "
+         "keeps what it learned; no cache (tf.data's autotuner does not place one); each "
+         "batch goes to the same torch training step as numpy -> torch tensors."
+         if args.tfdata else f"'{TFDATA}' not run (TensorFlow not installed or --tfdata off)."),
+        f"bound: Plumber's {BOUND:g}x bound on the model, over every setting run that the "
+        "model predicts (the LP's and the random search's trials and every method's final "
+        "run, every repeat; not tf.data, which tunes itself): 'holds' when every measured / "
+        f"predicted ratio is inside [1/{BOUND:g}, {BOUND:g}], 'does not hold' when every one "
+        "is outside on one side, 'not shown' when some are inside and some outside.",
         "The machine was shared with other jobs (1-minute load average "
         f"{load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end): CPU seconds per "
         "epoch (this process plus its DataLoader workers) are the robust measure; wall "
@@ -413,14 +654,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     facts = {"wall_s": time.monotonic() - t0, "cores": cores,
              "lp": {k: v[0]["lp"] for k, v in results.items()},
              "tuner": {k: [r["tuner"] for r in v] for k, v in results.items()},
-             "runs": {k: [r["methods"] for r in v] for k, v in results.items()}}
+             "runs": {k: [r["methods"] for r in v] for k, v in results.items()},
+             "predictions": {k: [r["predictions"] for r in v] for k, v in results.items()}}
     for d in record_dirs(args.out, "plumber", args.record):
         write_run(d, script="benchmarks/plumber.py", command=command_line("benchmarks/plumber.py",
                                                                           argv),
                   tables=tabs, energy=estimated_energy(
                       "EstimateMeter over each whole run, process scope (includes the reaped "
                       "DataLoader workers)"), title="Plumber analogue: LP allocation vs rule, "
-                  "random search and a hill-climbing tuner", notes=notes, facts=facts, git=sha)
+                  "random search, a hill-climbing tuner and tf.data AUTOTUNE", notes=notes,
+                  facts=facts, git=sha)
     print((Path(args.out) / "summary.md").read_text())
     return 0
 

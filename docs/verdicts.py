@@ -61,6 +61,12 @@ def _tables(script: str, judge: str, table_id: str
     return run
 
 
+def _plumber(r: RecordedRun) -> tuple[dict[str, Table], dict[str, Any]]:
+    mod = _script("benchmarks/plumber.py")
+    judges = {"comparisons": mod.judge_comparisons, "bound": mod.judge_bound}
+    return {k: judge(r.tables[k]) for k, judge in judges.items() if k in r.tables}, {}
+
+
 def _mobo_targets(r: RecordedRun) -> tuple[dict[str, Table], dict[str, Any]]:
     if "targets" not in r.facts:
         return {}, {}
@@ -72,7 +78,7 @@ JUDGES: dict[str, Callable[[RecordedRun], tuple[dict[str, Table], dict[str, Any]
     "dataframe_energy": _tables("experiments/dataframe_energy.py", "judge_findings", "findings"),
     "dataframe_sweep": _tables("experiments/dataframe_sweep.py", "judge_claims", "claim"),
     "nas_seeds": _tables("experiments/nas_seeds.py", "judge_tests", "tests"),
-    "plumber": _tables("benchmarks/plumber.py", "judge_comparisons", "comparisons"),
+    "plumber": _plumber,
     "mobo": _mobo_targets,
 }
 
