@@ -30,9 +30,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ecopt.record import TrialRecord, TrialState
-from ecopt.space import Categorical, SearchSpace
+from ecopt.space import SearchSpace
 
-__all__ = ["NOT_FAILURES", "Box", "Split", "categorical_columns", "counts_as_failure",
+__all__ = ["NOT_FAILURES", "Box", "Split", "counts_as_failure",
            "distance", "enclosed", "error_key", "span", "split"]
 
 #: Error types that say nothing about the configuration (a stop from outside, a budget).
@@ -112,16 +112,6 @@ def distance(u: np.ndarray, v: np.ndarray, cat: dict[int, int]) -> float:
     return float(np.sqrt(np.mean(diff ** 2)))
 
 
-def categorical_columns(space: SearchSpace) -> dict[int, int]:
-    """Unordered categorical column -> its number of categories."""
-    out: dict[int, int] = {}
-    for i, name in enumerate(space.searched_names):
-        p = space[name]
-        if isinstance(p, Categorical) and not p.ordered:
-            out[i] = len(p.choices)
-    return out
-
-
 def _encode(space: SearchSpace, params: Sequence[dict]) -> np.ndarray | None:
     try:
         return np.array([space.encode(p) for p in params], dtype=float).reshape(
@@ -132,7 +122,7 @@ def _encode(space: SearchSpace, params: Sequence[dict]) -> np.ndarray | None:
 
 def span(space: SearchSpace, U: np.ndarray) -> Box:
     """The box spanned by the unit-cube rows ``U`` ``(n, d)``, n >= 1."""
-    cat = categorical_columns(space)
+    cat = space.categorical_columns
     return Box(U.min(axis=0), U.max(axis=0),
                {i: frozenset(_cell(v, n) for v in U[:, i]) for i, n in cat.items()}, cat)
 

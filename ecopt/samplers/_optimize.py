@@ -8,8 +8,8 @@ categorical columns to ``optimize_acqf_mixed_alternating``; a fully discrete
 space small enough to enumerate to :mod:`ecopt.samplers._discrete` (every
 configuration scored, none proposed twice). Sequential greedy for ``q > 1``.
 
-No proposal repeats a configuration that failed, one that is running (pending) or
-one earlier in its own batch; without ``allow_repeats`` none repeats any trial's
+No proposal repeats a configuration that failed (unless ``failures="ignore"``),
+one that is running (pending) or one earlier in its own batch; without ``allow_repeats`` none repeats any trial's
 configuration either. The enumerated and scored paths choose among the others
 only; the gradient paths' picks that land on one (a bound or a category the
 optimiser keeps returning to) are replaced by the best of the scored candidates
@@ -50,6 +50,8 @@ class Settings:
     allow_repeats: bool
     #: Score ``raw_samples`` candidates instead of optimising (an economy proposal).
     score_only: bool = False
+    #: Never repeat a failed configuration (``False`` with ``failures="ignore"``).
+    avoid_failed: bool = True
 
 
 #: Standard deviation, in the unit cube, of the perturbations around the Pareto set.
@@ -116,15 +118,15 @@ def candidates(space: SearchSpace, n: int, around: np.ndarray | None, seed: int)
 
 
 def avoided(space: SearchSpace, records: Sequence[TrialRecord], pending: Sequence[Params],
-            allow_repeats: bool) -> set[tuple[float, ...]]:
-    """Keys of the configurations a proposal must not repeat: failed and running ones,
-    and (without ``allow_repeats``) every one with a trial."""
+            allow_repeats: bool, failed: bool = True) -> set[tuple[float, ...]]:
+    """Keys of the configurations a proposal must not repeat: running ones, failed ones
+    (unless ``failed`` is false: ``failures="ignore"``, a failure teaches nothing), and
+    (without ``allow_repeats``) every other one with a trial."""
     from ecopt.trial import TrialState
 
-    if not allow_repeats:
-        return seen_keys(space, records, pending)
-    failed = [r for r in records if r.state is TrialState.FAILED]
-    return seen_keys(space, failed, pending)
+    kept = [r for r in records if (r.state is TrialState.FAILED and failed)
+            or (r.state is not TrialState.FAILED and not allow_repeats)]
+    return seen_keys(space, kept, pending)
 
 
 def _key(space: SearchSpace, u: np.ndarray) -> tuple[float, ...]:
@@ -179,7 +181,7 @@ def _scored(acqf: Any, space: SearchSpace, enc: Encoding, records: Sequence[Tria
     import torch
 
     U = candidates(space, s.raw_samples, around, seed)
-    avoid = avoided(space, records, pending, s.allow_repeats)
+    avoid = avoided(space, records, pending, s.allow_repeats, s.avoid_failed)
     fresh = np.array([_discrete.config_key(u) not in avoid for u in U], dtype=bool)
     cand, repeats = _discrete.optimize_discrete(
         acqf, torch.tensor(to_model(U, enc), dtype=torch.double), torch.tensor(fresh), q)
@@ -215,7 +217,7 @@ def optimize(acqf: Any, space: SearchSpace, enc: Encoding, records: Sequence[Tri
             how["sample_around_best"] = s.sample_around_best
         U, replaced = _replace_repeats(
             acqf, space, enc, to_unit(cand.detach().cpu().numpy().reshape(q, -1), enc),
-            avoided(space, records, pending, s.allow_repeats), s, around, seed)
+            avoided(space, records, pending, s.allow_repeats, s.avoid_failed), s, around, seed)
         if replaced:
             how["replaced_repeats"] = replaced
         return U, how
@@ -224,7 +226,7 @@ def optimize(acqf: Any, space: SearchSpace, enc: Encoding, records: Sequence[Tri
         seen = seen_keys(space, records, pending)
         unseen = np.array([_discrete.config_key(u) not in seen for u in to_unit(choices, enc)],
                           dtype=bool)
-        avoid = avoided(space, records, pending, True)
+        avoid = avoided(space, records, pending, True, s.avoid_failed)
         fresh = unseen if not s.allow_repeats else np.array(
             [_discrete.config_key(u) not in avoid for u in to_unit(choices, enc)], dtype=bool)
         cand, repeats = _discrete.optimize_discrete(

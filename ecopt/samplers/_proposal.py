@@ -92,7 +92,7 @@ def failure_notes(space: SearchSpace, fails: _failures.Split, model: Any, X: Any
     import torch
 
     F = np.array([space.encode(p) for p in fails.params], dtype=float).reshape(-1, space.dim)
-    cat = _failures.categorical_columns(space)
+    cat = space.categorical_columns
     nearest = [round(float(min(_failures.distance(u, f, cat) for f in F)), 4) for u in U]
     p_fail: list[float] | None = None
     if model is not None:
@@ -158,7 +158,8 @@ def model_based(sampler: QLogNEHVISampler, space: SearchSpace, records: Sequence
         fit_kw.update(refit=refit, fit_maxiter=int(economy["fit_maxiter"]))
     off = {k: v for k, v in UNAVAILABLE.items() if k in ("closed_form_fit", "stacked_model")}
     settings = Settings(sampler.num_restarts, sampler.raw_samples, sampler.maxiter,
-                        sampler.sample_around_best, sampler.allow_repeats)
+                        sampler.sample_around_best, sampler.allow_repeats,
+                        avoid_failed=sampler.failures != "ignore")
     rng_seed = seed * 1_000_003 + len(records) + len(pending)
     # The observed Pareto set (maximisation form): an economy proposal's candidates and
     # those that replace a repeated configuration are perturbations of it.

@@ -145,6 +145,11 @@ class QLogNEHVISampler(Sampler):
             (at most 2,048 configurations), may a configuration that already
             has a trial be proposed again before every configuration has one?
             ``False`` (default, as Ax): no. ``True``: the acquisition decides.
+            In any space, no proposal repeats a running configuration, one
+            earlier in its batch or (unless ``failures="ignore"``) a failed
+            one; without ``allow_repeats``, nor any other trial's (a pick of
+            the gradient optimiser that would is replaced by the best new
+            scored candidate, ``proposal["replaced_repeats"]``).
         dense_posterior: Evaluate the acquisition's posterior samples in closed
             form (:mod:`ecopt.samplers._posterior`, BoTorch's samples to
             rounding) where the model is BoTorch's default GP.

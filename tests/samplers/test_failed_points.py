@@ -138,7 +138,7 @@ def _acqf(space: ecopt.SearchSpace, records: list[TrialRecord]):
     from gpytorch.mlls import ExactMarginalLogLikelihood
 
     done = [r for r in records if r.state is TrialState.COMPLETE]
-    X = torch.tensor([space.encode(r.params) for r in done], dtype=torch.double)
+    X = torch.tensor(np.array([space.encode(r.params) for r in done]), dtype=torch.double)
     Y = -torch.tensor([[r.values["f1"], r.values["f2"]] for r in done], dtype=torch.double)
     Y = (Y - Y.mean(0)) / Y.std(0)
     gp = SingleTaskGP(X, Y)
@@ -147,7 +147,6 @@ def _acqf(space: ecopt.SearchSpace, records: list[TrialRecord]):
                                                    X_baseline=X)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("allow_repeats", [False, True])
 def test_repeated_picks_of_the_gradient_path_are_replaced(allow_repeats):
     """A batch whose picks repeat each other, a failed or a running configuration gets
