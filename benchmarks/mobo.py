@@ -409,13 +409,12 @@ def _run_ax(problem: Problem, method: str, seed: int, budget: int
     import ecopt
 
     try:
-        from ax.api import Client
+        from ax.utils.common.logger import set_stderr_log_level
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ImportError("the 'ax' methods need Ax: pip install 'ecopt[ax]'") from exc
 
-    from ax.utils.common.logger import set_stderr_log_level
-
     set_stderr_log_level(logging.WARNING)  # not a line per trial
+    from ax.api import Client
     configs, back = _ax_parameters(problem)
     mixed = {n: list(p.choices) for n, p in problem.space.items()
              if n in back and isinstance(p, ecopt.Categorical) and len(p.choices) > 1
