@@ -5,6 +5,7 @@ Usage (from the repository root)::
     python -m benchmarks.mobo --quick                 # 3 seeds, 30 evaluations (CI smoke)
     python -m benchmarks.mobo                         # >= 10 seeds, 100 (M=2) / 60 (M=3) evals
     python -m benchmarks.mobo --problems zeus --methods ecopt-qlognehvi,optuna-gp --seeds 5
+    python -m benchmarks.mobo --problems branincurrin --methods ecopt-qlognehvi,ax --seeds 2
     python -m benchmarks.mobo --report-only --out benchmarks/results/mobo
     # a part of a directory's runs, recorded for the docs (docs/results/mobo/<date>-40evals):
     python -m benchmarks.mobo --report-only --out runs/mobo --problems dtlz2 --budget 40 \
@@ -18,10 +19,13 @@ ran it, so an interrupted run resumes where it stopped and several processes
 (those of ``--problems``, ``--methods``, ``--seeds`` and ``--budget`` when given).
 
 ecopt is driven through its public API (``ecopt.Study`` in memory, meter
-``"wallclock"``); Optuna through ``study.ask``/``study.tell``. Methods that
-allow it share the initial design: ``2 (d + 1)`` scrambled Sobol points of the
-same seed (enqueued into Optuna's TPE and GP samplers; NSGA-II draws its own
-first generation). Noise is drawn from ``default_rng((seed, evaluation))``, so
+``"wallclock"``); Optuna through ``study.ask``/``study.tell``; Ax (the
+``ax``/``ax-shared-init`` methods, ``pip install 'ecopt[ax]'``) through its
+Client API (``get_next_trials``/``complete_trial``) with its default generation
+strategy. Methods that allow it share the initial design: ``2 (d + 1)``
+scrambled Sobol points of the same seed (enqueued into Optuna's TPE and GP
+samplers, attached to Ax's experiment by ``ax-shared-init``; NSGA-II and
+``ax`` draw their own). Noise is drawn from ``default_rng((seed, evaluation))``, so
 every method sees the same noise sequence. Hypervolume is always scored on
 the true (noiseless / expected) values of the evaluated points.
 """
@@ -51,7 +55,7 @@ import numpy as np
 from benchmarks.problems import DEFAULT_ZEUS_DIR, Problem, default_problems, make_problem
 from ecopt._verdict import verdict_of_tests
 
-__all__ = ["METHODS", "run_one", "summarise", "main"]
+__all__ = ["METHODS", "AX_METHODS", "ax_installed", "run_one", "summarise", "main"]
 
 REFERENCE_METHOD = "ecopt-qlognehvi"
 #: A run "collapsed" when its final hypervolume is below this fraction of the maximum
@@ -77,6 +81,13 @@ METHODS: dict[str, str] = {
     "ecopt-sobol": "ecopt scrambled Sobol",
     "ecopt-random": "ecopt uniform random",
     "botorch-plain": "plain BoTorch qLogNEHVI loop (cold fits, 10 restarts, 512 raw, 128 MC)",
+    "ax": "Ax's Client (ax-platform >= 1.3) with its default generation strategy: its own "
+          "initial design (the centre of the space, then Sobol up to 5 trials, seeded by the "
+          "run's seed), then its Bayesian optimisation (MBM); told the reference point as "
+          "objective thresholds where it is known",
+    "ax-shared-init": "Ax's Client with its default generation strategy, started from the shared "
+                      "Sobol initial design (attached as completed trials; Ax skips its centre "
+                      "point but still draws one Sobol point before its model)",
     "optuna-nsga2": "Optuna NSGAIISampler (population 50, default)",
     "optuna-nsga2-small": "Optuna NSGAIISampler (population 10)",
     "optuna-tpe": "Optuna TPESampler(multivariate=True)",
@@ -91,6 +102,8 @@ _SETTINGS = re.compile(r"ecopt-qlognehvi-r(\d+)-raw(\d+)-mc(\d+)")
 _ALPHA = re.compile(r"ecopt-qlognehvi-alpha([0-9.e-]+)")
 #: Methods that are not told the reference point (thresholds) even where it is known.
 _INFER_REF = ("ecopt-qlognehvi-inferref", "ecopt-qlognehvi-obsref")
+#: The methods that run Ax (``pip install 'ecopt[ax]'``).
+AX_METHODS = ("ax", "ax-shared-init")
 #: Named settings: method -> the settings method it runs.
 _ALIASES = {"ecopt-qlognehvi-lite": "ecopt-qlognehvi-r5-raw256-mc64"}
 
@@ -99,6 +112,13 @@ def known_method(name: str) -> bool:
     """A method in :data:`METHODS`, an ``ecopt-qlognehvi-r<R>-raw<N>-mc<S>`` setting or an
     ``ecopt-qlognehvi-alpha<a>`` one."""
     return name in METHODS or any(p.fullmatch(name) is not None for p in (_SETTINGS, _ALPHA))
+
+
+def ax_installed() -> bool:
+    """Whether Ax (``pip install 'ecopt[ax]'``) can be imported, for the :data:`AX_METHODS`."""
+    import importlib.util
+
+    return importlib.util.find_spec("ax") is not None
 
 
 def _method_order(names: Sequence[str]) -> list[str]:
@@ -308,6 +328,142 @@ def _run_optuna(problem: Problem, method: str, seed: int, budget: int
     return params_seq, ask_s
 
 
+def _constant(value: Any) -> Callable[[Any], Any]:
+    def f(_ax_value: Any) -> Any:
+        return value
+    return f
+
+
+def _by_index(choices: Sequence[Any]) -> Callable[[Any], Any]:
+    def f(ax_value: Any) -> Any:
+        return choices[int(ax_value)]
+    return f
+
+
+def _the_choice(choices: Sequence[Any]) -> Callable[[Any], Any]:
+    def f(ax_value: Any) -> Any:
+        return next(c for c in choices if c == ax_value)
+    return f
+
+
+def _ax_parameters(problem: Problem) -> tuple[list[Any], dict[str, Callable[[Any], Any]]]:
+    """Ax parameter configs of the problem's searched axes, and per axis the map from
+    Ax's value back to the space's (categorical choices of mixed types travel as
+    their index, one-choice axes are left out of Ax and put back by the map)."""
+    import ecopt
+    from ax.api.configs import ChoiceParameterConfig, RangeParameterConfig
+
+    configs: list[Any] = []
+    back: dict[str, Callable[[Any], Any]] = {}
+    for name in problem.space.searched_names:
+        p = problem.space[name]
+        if isinstance(p, ecopt.Float):
+            configs.append(RangeParameterConfig(name, (float(p.low), float(p.high)), "float",
+                                                scaling="log" if p.log else None))
+            back[name] = float
+        elif isinstance(p, ecopt.Int):
+            configs.append(RangeParameterConfig(
+                name, (int(p.low), int(p.high)), "int",
+                step_size=int(p.step) if p.step != 1 else None,
+                scaling="log" if p.log else None))
+            back[name] = int
+        else:
+            assert isinstance(p, ecopt.Categorical)
+            choices = list(p.choices)
+            if len(choices) == 1:
+                back[name] = _constant(choices[0])
+                continue
+            kinds = {type(c) for c in choices}
+            kind = {bool: "bool", int: "int", float: "float", str: "str"}.get(
+                next(iter(kinds))) if len(kinds) == 1 else None
+            if kind is None:  # mixed types: Ax's choices are of one type
+                configs.append(ChoiceParameterConfig(name, [str(i) for i in range(len(choices))],
+                                                     "str", is_ordered=p.ordered))
+                back[name] = _by_index(choices)
+            else:
+                configs.append(ChoiceParameterConfig(name, choices, kind,  # type: ignore[arg-type]
+                                                     is_ordered=p.ordered))
+                back[name] = _the_choice(choices)
+    return configs, back
+
+
+def _choice_index(choices: Sequence[Any], value: Any) -> str:
+    """The index (as Ax's str choice) of ``value`` among mixed-type ``choices``."""
+    return str(next(i for i, c in enumerate(choices) if type(c) is type(value) and c == value))
+
+
+def _run_ax(problem: Problem, method: str, seed: int, budget: int
+            ) -> tuple[list[dict[str, Any]], list[float]]:
+    """Ax's Client API (``ax.api.Client``) with its default generation strategy.
+
+    Objectives are minimised (``-y0, -y1, ...``); where the problem's reference point is
+    known it is given as the objective thresholds (``y<j> <= ref_j``), as ecopt is told
+    it. ``ax`` lets the default strategy pick its own initial design (centre point,
+    then Sobol up to 5 trials; seeded by ``Client(random_seed=seed)``); ``ax-shared-init``
+    first attaches and completes the shared :func:`initial_design`, which the default
+    strategy counts as its initialisation (it skips its centre point; Ax 1.3.1 still
+    draws one Sobol point before its model). A configuration the problem cannot evaluate (outside a Zeus
+    trace) is marked failed. ``ask_s`` holds the seconds of each model-based suggestion
+    (Ax's ``MBM`` step).
+    """
+    import ecopt
+
+    try:
+        from ax.utils.common.logger import set_stderr_log_level
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError("the 'ax' methods need Ax: pip install 'ecopt[ax]'") from exc
+
+    set_stderr_log_level(logging.WARNING)  # not a line per trial
+    from ax.api import Client
+    configs, back = _ax_parameters(problem)
+    mixed = {n: list(p.choices) for n, p in problem.space.items()
+             if n in back and isinstance(p, ecopt.Categorical) and len(p.choices) > 1
+             and len({type(c) for c in p.choices}) > 1}  # travel as their index
+    metrics = [f"y{j}" for j in range(problem.n_obj)]  # problem names may not parse
+    told = problem.info.get("thresholds_known", True)
+    client = Client(random_seed=seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Ax 1.3.1's own deprecations
+        client.configure_experiment(parameters=configs, name=f"{problem.name}-{seed}")
+        client.configure_optimization(
+            objective=", ".join(f"-{m}" for m in metrics),
+            outcome_constraints=([f"{m} <= {float(r)!r}"
+                                  for m, r in zip(metrics, problem.ref_point)]
+                                 if told else None))
+    params_seq: list[dict[str, Any]] = []
+    ask_s: list[float] = []
+
+    def evaluate(index: int, params: dict[str, Any]) -> None:
+        k = len(params_seq)
+        params_seq.append(params)
+        try:
+            y = _observe(problem, params, seed, k)
+        except ValueError as exc:  # a configuration outside the trace
+            client.mark_trial_failed(index, failed_reason=str(exc))
+            return
+        client.complete_trial(index, raw_data={m: float(v) for m, v in zip(metrics, y)})
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if method == "ax-shared-init":
+            for params in initial_design(problem, seed)[:budget]:
+                index = client.attach_trial(parameters={
+                    c.name: (_choice_index(mixed[c.name], params[c.name]) if c.name in mixed
+                             else params[c.name]) for c in configs})
+                evaluate(index, dict(params))
+        while len(params_seq) < budget:
+            t0 = time.perf_counter()
+            trials = client.get_next_trials(max_trials=1)
+            dt = time.perf_counter() - t0
+            for index, raw in trials.items():
+                gr = client._experiment.trials[index].generator_runs[0]
+                if getattr(gr, "_generation_node_name", None) == "MBM":
+                    ask_s.append(dt)
+                params = {n: f(raw.get(n)) for n, f in back.items()}
+                evaluate(index, params)
+    return params_seq, ask_s
+
+
 def _hv_curve(problem: Problem, params_seq: Sequence[dict[str, Any]]) -> list[float]:
     """Hypervolume of the true values of the first k evaluations, k = 1..n."""
     from ecopt import pareto
@@ -334,7 +490,8 @@ def run_one(problem: Problem, method: str, seed: int, budget: int) -> dict[str, 
         raise ValueError(f"unknown method {method!r}; expected one of {list(METHODS)}")
     t0 = time.perf_counter()
     runner = (_run_ecopt if method.startswith("ecopt") else
-              _run_botorch_plain if method == "botorch-plain" else _run_optuna)
+              _run_botorch_plain if method == "botorch-plain" else
+              _run_ax if method in AX_METHODS else _run_optuna)
     params_seq, ask_s = runner(problem, method, seed, budget)
     curve = _hv_curve(problem, params_seq)
     return {
@@ -485,7 +642,8 @@ def _targets(summary: dict[str, Any]) -> list[str]:
         if s.get("reference", REFERENCE_METHOD) != REFERENCE_METHOD or REFERENCE_METHOD not in rows:
             continue
         for m in ("ecopt-random", "ecopt-sobol", "optuna-nsga2", "optuna-nsga2-small",
-                  "optuna-tpe", "optuna-gp", "botorch-plain", "ecopt-before"):
+                  "optuna-tpe", "optuna-gp", "botorch-plain", "ax", "ax-shared-init",
+                  "ecopt-before"):
             if m not in rows:
                 continue
             pb, pw = rows[m]["p_ecopt_better"], rows[m]["p_ecopt_worse"]
@@ -516,7 +674,8 @@ def versions() -> dict[str, str]:
     import importlib.metadata as md
 
     out = {"python": platform.python_version()}
-    for pkg in ("ecopt", "botorch", "gpytorch", "torch", "optuna", "numpy", "scipy"):
+    for pkg in ("ecopt", "botorch", "gpytorch", "torch", "optuna", "ax-platform", "numpy",
+                "scipy"):
         try:
             out[pkg] = md.version(pkg)
         except md.PackageNotFoundError:
@@ -590,7 +749,7 @@ def record(directory: Path, command: str, summary: dict[str, Any],
     recorded.write_run(directory, script="benchmarks/mobo.py", command=command, tables=tables,
                        energy=None, title="Sample efficiency: hypervolume against evaluations",
                        notes=[table_legend(ref), *notes], facts=facts,
-                       extra_libraries=("optuna",))
+                       extra_libraries=("optuna", "ax-platform"))
     return directory
 
 
@@ -674,6 +833,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     bad = [m for m in methods if not known_method(m)]
     if bad and not args.report_only:
         raise SystemExit(f"unknown method(s) {bad}; expected some of {list(METHODS)}")
+    if not args.methods and not args.report_only and not ax_installed():
+        print(f"skipping {AX_METHODS}: Ax is not installed (pip install 'ecopt[ax]')",
+              flush=True)
+        methods = [m for m in methods if m not in AX_METHODS]
     if args.label is not None and len(methods) != 1:
         raise SystemExit(f"--label names the runs of one method, got {len(methods)} methods")
     problems = (args.problems.split(",") if args.problems else default_problems(args.quick))
