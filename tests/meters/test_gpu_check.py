@@ -89,6 +89,9 @@ def test_dry_run_exercises_every_section(tmp_path):
     assert gb["infeasible"]["grid"] == 1  # batch 4096, over the emulated ceiling
     assert gb["smallest_infeasible_batch"] > gb["largest_feasible_batch"]
     assert gb["best_fraction_of_grid_best"] > 0 and gb["payback_tokens"] > 0
+    assert gb["grid_energy_j"] > 0 and gb["optimiser_energy_j"] > 0
+    to = gb["optimiser_energy_to_grid_best_j"]
+    assert to is None or 0 < to <= gb["optimiser_energy_j"]
     # Issue 30 finding 8: the grid runs before the optimiser (its best is the yardstick).
     first = [json.loads((out / "gemma_batch" / d / "trials.jsonl").read_text().splitlines()[0])
              for d in ("grid_run/grid", "optimiser_run/optimiser")]
@@ -99,6 +102,9 @@ def test_dry_run_exercises_every_section(tmp_path):
     assert "DRY RUN" in md and "## Checks" in md and "| verdict | pass line |" in md
     verdict = {row[0]: row[2] for row in gc_module().verdicts(r)}
     assert verdict["gemma_batch: optimiser best / grid best tokens/J"] in ("pass", "FAIL")
+    energy_row = "gemma_batch: optimiser's energy to the grid's best vs the grid's energy"
+    assert verdict[energy_row] in ("pass", "FAIL", "FAIL: the optimiser never reached the "
+                                   "grid's best")
     assert verdict["power limits set, enforced as requested and restored"] == "pass"
     assert verdict["nas_cnn trials ran on the GPU"].startswith("not applicable")
 
@@ -299,3 +305,38 @@ def test_dry_run_on_an_amd_gpu_through_zeus(tmp_path, keep_torch_threads):
     assert sec["power_limits"]["supported"] is False
     verdict = {row[0]: row[2] for row in gc.verdicts(r)}
     assert verdict["power limits set, enforced as requested and restored"] == "not supported"
+
+
+def test_the_search_energy_verdict_counts_trials_and_proposals_up_to_the_grids_best():
+    gc = _load()
+
+    def rec(n, tpj, j, search_j=None):
+        r = {"number": n, "state": "complete", "values": {"tokens_per_joule": tpj},
+             "energy_j": j}
+        if search_j is not None:
+            r["proposal"] = {"search": {"energy_j": search_j}}
+        return r
+
+    def tpj(r):
+        return r["values"]["tokens_per_joule"]
+
+    opt = [rec(0, 10.0, 100.0), rec(2, 96.0, 50.0, 5.0), rec(1, 40.0, 100.0, 5.0),
+           rec(3, 120.0, 10.0, 5.0)]
+    assert gc._spent(opt) == pytest.approx(275.0)
+    # In trial order: 100 + (100 + 5) + (50 + 5) when trial 2 reaches 0.95 x 100.
+    assert gc._spent_to(opt, 95.0, tpj) == pytest.approx(260.0)
+    assert gc._spent_to(opt, 200.0, tpj) is None and gc._spent_to(opt, None, tpj) is None
+    g = {"grid": [1, 8], "grid_cut": [], "best_fraction_of_grid_best": 1.2,
+         "grid_energy_j": 300.0, "optimiser_energy_to_grid_best_j": 260.0}
+    results = {"sections": {"gemma_batch": {"status": "ok", "result": g}}}
+
+    def row():
+        return next(x for x in gc.verdicts(results) if x[0].startswith("gemma_batch: optimiser's"))
+
+    assert row()[2] == "pass" and row()[1] == "260 J vs 300 J"
+    g["grid_energy_j"] = 200.0
+    assert row()[2] == "FAIL"
+    g["optimiser_energy_to_grid_best_j"] = None
+    assert row()[2].startswith("FAIL: the optimiser never reached")
+    g["grid_cut"] = [8]
+    assert row()[2].startswith("not applicable")
