@@ -653,6 +653,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{args.threads}; film MLPs {args.epochs} epochs, recommenders {args.rec_epochs} epochs, "
         f"ALS {args.als_iter} iterations (regParam {args.als_reg}).",
     ]
+    if "recommend" not in args.tasks:
+        notes = [n for n in notes if not n.startswith("Recommend:")]
+    if ("hybrid_embedding" in args.film_models and "spark" in args.engines
+            and "films" in args.tasks):
+        ep = args.spark_epochs or args.epochs
+        notes.append(
+            f"hybrid_embedding on Spark: features extracted with Spark DataFrames (the one-hot "
+            "pipeline's MLlib stages, fitted on the training rows; title words hashed by "
+            "HashingTF's MurmurHash3, locally by CRC-32); the same torch net, learning rate, "
+            f"weight decay and batch size as locally, trained on the {args.partitions} "
+            "partitions' executors by synchronous parameter averaging (weights and Adam moments "
+            f"averaged by rows) {args.syncs} times per epoch, {ep} epochs (locally "
+            f"{args.epochs}: with {args.partitions} partitions an epoch takes about "
+            f"1/{args.partitions} of the local run's sequential Adam steps); seeds as locally.")
     energy = estimated_energy("CPU seconds of every process below the run x 10 W per busy core "
                               "+ mean resident GB x 0.375 W/GB", meter="estimate")
     facts = {"wall_s": time.monotonic() - t0, "films": len(df), "matched_ratings": n_match}
