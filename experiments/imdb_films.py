@@ -489,8 +489,6 @@ def ratio_cell(num: Sequence[float], den: Sequence[float]) -> dict[str, float]:
 def result_tables(runs: dict[str, dict[tuple[str, str], list[dict[str, Any]]]]
                   ) -> dict[str, Table]:
     """``films``, ``recommend`` and ``findings`` tables from the per-run dicts."""
-    from ecopt._verdict import verdict
-
     tables: dict[str, Table] = {}
     heads = ["model", "engine", "runs", "data s", "train s", "predict s", "total s",
              "CPU s (all processes)", "peak memory MB", "energy J (ESTIMATED)"]
@@ -510,8 +508,7 @@ def result_tables(runs: dict[str, dict[tuple[str, str], list[dict[str, Any]]]]
         if not num or not den:
             return
         cell = ratio_cell([r[key] for r in num], [r[key] for r in den])
-        claims.append([text, measure, cell, threshold, verdict(cell["low"], cell["high"],
-                                                               threshold)])
+        claims.append([text, measure, cell, threshold, ""])
 
     f, rc = runs.get("films", {}), runs.get("recommend", {})
     hyb, one, mlp1 = (f.get((m, "local"), []) for m in ("hybrid_embedding", "logreg_onehot",
@@ -545,9 +542,23 @@ def result_tables(runs: dict[str, dict[tuple[str, str], list[dict[str, Any]]]]
           "RMSE ratio mf_embeddings / als", mf, als, "rmse", 0.98)
     claim("Spark costs more energy than local on one host (recommendation)",
           "energy ratio als / mf_embeddings (ESTIMATED)", als, mf, "energy_j")
-    tables["findings"] = Table(["claim", "measure (paired by repeat)", "ratio [95% interval]",
-                                "threshold", "verdict"], claims)
+    tables["findings"] = judge_findings(Table(["claim", "measure (paired by repeat)",
+                                               "ratio [95% interval]", "threshold", "verdict"],
+                                              claims))
     return tables
+
+
+def judge_findings(table: Table) -> Table:
+    """The findings table with each verdict judged from its own ratio cell and threshold.
+
+    The one place this study's verdicts are made (:func:`result_tables` calls it), so
+    ``python -m docs.verdicts --check`` can re-derive a recorded table's verdicts from its
+    committed cells.
+    """
+    from ecopt._verdict import verdict
+
+    rows = [[*r[:4], verdict(r[2]["low"], r[2]["high"], float(r[3]))] for r in table.rows]
+    return Table(list(table.columns), rows)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
