@@ -133,6 +133,8 @@ def train_round(state: dict[str, Any], part: dict[str, Any], dims: dict[str, int
     The partition's training rows are shuffled once per epoch (seeded by ``seed``, the epoch
     and the partition's index) and cut into ``shares`` shares; round ``share`` trains on one.
     """
+    import copy
+
     import torch
 
     rows = np.flatnonzero(~part["is_test"])
@@ -143,7 +145,10 @@ def train_round(state: dict[str, Any], part: dict[str, Any], dims: dict[str, int
     net = _net(state, dims)
     opt = torch.optim.Adam(net.parameters(), lr=LR, weight_decay=WEIGHT_DECAY)
     if state["opt"] is not None:
-        opt.load_state_dict(state["opt"])
+        # Adam keeps the loaded moment tensors and updates them in place: without a copy, a
+        # task would change the state that the next task of this worker reads from the same
+        # broadcast (or, on the driver, the next partition's start).
+        opt.load_state_dict(copy.deepcopy(state["opt"]))
     num, mpaa, dec, y = (torch.from_numpy(part[k]) for k in ("num", "mpaa", "decade", "label"))
     loss_fn = torch.nn.BCEWithLogitsLoss()
     net.train()

@@ -184,6 +184,11 @@ def test_parameter_averaging_weights_each_partition_by_its_rows(imdb):
                for k in again["model"])
     with pytest.raises(ValueError, match="at least one partition must train rows"):
         H.average([(a, 0)])
+    # A round leaves its start untouched (Adam updates loaded moments in place; a Spark worker
+    # running two partitions reads both from one broadcast value).
+    sq_before = avg["opt"]["state"][pid]["exp_avg_sq"].clone()
+    H.train_round(avg, _partition(0, 40, 1), DIMS, 1, 0, 1, 0)
+    assert np.array_equal(avg["opt"]["state"][pid]["exp_avg_sq"].numpy(), sq_before.numpy())
 
 
 def test_shares_of_an_epoch_cover_each_training_row_once(imdb):
