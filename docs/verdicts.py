@@ -77,6 +77,7 @@ def _mobo_targets(r: RecordedRun) -> tuple[dict[str, Table], dict[str, Any]]:
 JUDGES: dict[str, Callable[[RecordedRun], tuple[dict[str, Table], dict[str, Any]]]] = {
     "dataframe_energy": _tables("experiments/dataframe_energy.py", "judge_findings", "findings"),
     "dataframe_sweep": _tables("experiments/dataframe_sweep.py", "judge_claims", "claim"),
+    "imdb_films": _tables("experiments/imdb_films.py", "judge_findings", "findings"),
     "nas_seeds": _tables("experiments/nas_seeds.py", "judge_tests", "tests"),
     "plumber": _plumber,
     "mobo": _mobo_targets,

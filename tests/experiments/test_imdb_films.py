@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import shutil
+
 import numpy as np
 import pytest
 
@@ -124,7 +126,8 @@ def test_quick_run_locally_and_on_an_embedded_spark_cluster(tmp_path):
     films = run["tables"]["films"]["rows"]
     assert [(r[0], r[1]) for r in films] == [("logreg_onehot", "local"), ("mlp_onehot", "local"),
                                              ("hybrid_embedding", "local"),
-                                             ("logreg_onehot", "spark")]
+                                             ("logreg_onehot", "spark"),
+                                             ("hybrid_embedding", "spark")]
     rec = run["tables"]["recommend"]["rows"]
     assert [(r[0], r[1]) for r in rec] == [("mf_embeddings", "local"),
                                            ("hybrid_content", "local"), ("als", "spark")]
@@ -132,4 +135,102 @@ def test_quick_run_locally_and_on_an_embedded_spark_cluster(tmp_path):
     assert run["energy"]["measured"] is False
     verdicts = {r[4] for r in run["tables"]["findings"]["rows"]}
     assert verdicts <= {"holds", "does not hold", "not shown"} and len(
-        run["tables"]["findings"]["rows"]) == 10
+        run["tables"]["findings"]["rows"]) == 12
+
+
+# ---- the hybrid model on Spark's executors (experiments/_spark_hybrid.py) --------------------
+
+DIMS = {"kind": "hybrid_embedding", "n_num": 3, "n_mpaa": 3, "n_decade": 4, "buckets": 64}
+
+
+def _partition(index: int, n: int, seed: int) -> dict:
+    """A partition as :func:`_spark_hybrid.cache_arrays` holds it, on made-up films."""
+    rng = np.random.default_rng(seed)
+    num = rng.normal(size=(n, 3)).astype(np.float32)
+    return {"index": index, "num": num, "mpaa": rng.integers(0, 3, n),
+            "decade": rng.integers(0, 4, n),
+            "words": [sorted(set(rng.integers(0, 64, rng.integers(0, 4)).tolist()))
+                      for _ in range(n)],
+            "label": (num[:, 0] > 0).astype(np.float32), "is_test": np.arange(n) % 5 == 0}
+
+
+def _start(seed: int = 0) -> dict:
+    import torch
+
+    H = pytest.importorskip("_spark_hybrid")
+    torch.manual_seed(seed)
+    net = H.build_film_model(DIMS["kind"], DIMS["n_num"], DIMS["n_mpaa"], DIMS["n_decade"],
+                             DIMS["buckets"])
+    return {"model": net.state_dict(), "opt": None}
+
+
+def test_parameter_averaging_weights_each_partition_by_its_rows(imdb):
+    import _spark_hybrid as H
+
+    a, na = H.train_round(_start(), _partition(0, 40, 1), DIMS, 0, 0, 1, 0)
+    b, nb = H.train_round(_start(), _partition(1, 100, 2), DIMS, 0, 0, 1, 0)
+    assert (na, nb) == (32, 80)  # the training rows (every fifth row is held out)
+    avg = H.average([(a, na), (b, nb), (a, 0)])  # a partition with no rows has no say
+    for k, v in avg["model"].items():
+        assert np.allclose(v.numpy(), (32 * a["model"][k] + 80 * b["model"][k]).numpy() / 112,
+                           atol=1e-6), k
+    pid = next(iter(avg["opt"]["state"]))
+    sq = [s["opt"]["state"][pid]["exp_avg_sq"] for s in (a, b)]
+    want = (32 * sq[0] + 80 * sq[1]) / 112
+    assert np.allclose(avg["opt"]["state"][pid]["exp_avg_sq"].numpy(), want.numpy(), atol=1e-9)
+    # The same start, partition and seed train the same weights (executors agree with the driver).
+    again, _ = H.train_round(_start(), _partition(0, 40, 1), DIMS, 0, 0, 1, 0)
+    assert all(np.array_equal(again["model"][k].numpy(), a["model"][k].numpy())
+               for k in again["model"])
+    with pytest.raises(ValueError, match="at least one partition must train rows"):
+        H.average([(a, 0)])
+    # A round leaves its start untouched (Adam updates loaded moments in place; a Spark worker
+    # running two partitions reads both from one broadcast value).
+    sq_before = avg["opt"]["state"][pid]["exp_avg_sq"].clone()
+    H.train_round(avg, _partition(0, 40, 1), DIMS, 1, 0, 1, 0)
+    assert np.array_equal(avg["opt"]["state"][pid]["exp_avg_sq"].numpy(), sq_before.numpy())
+
+
+def test_shares_of_an_epoch_cover_each_training_row_once(imdb):
+    import _spark_hybrid as H
+
+    part = _partition(0, 50, 3)
+    counts = [H.train_round(_start(), part, DIMS, 0, s, 3, 0)[1] for s in range(3)]
+    assert sum(counts) == int((~part["is_test"]).sum()) == 40 and max(counts) - min(counts) <= 1
+
+
+@pytest.mark.slow
+def test_hybrid_model_on_spark_matches_the_driver_side_rounds_and_runs_on_films(imdb):
+    """Real Spark (local[2]): train_spark's rounds equal train_round + average done on the
+    driver, and run_film_spark_hybrid runs end to end on a tiny slice of the real films."""
+    pytest.importorskip("pyspark")
+    if shutil.which("java") is None:
+        pytest.skip("Spark needs Java")
+    from argparse import Namespace
+
+    import _spark_hybrid as H
+
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    spark, ex = imdb.start_spark("local[2]", 1, 512)
+    try:
+        parts = [_partition(0, 30, 4), _partition(1, 45, 5)]
+        rdd = spark.sparkContext.parallelize(parts, 2)
+        got = H.train_spark(rdd, DIMS, epochs=2, syncs=2, seed=7)
+        want = {**_start(7)}
+        for epoch in range(2):
+            for share in range(2):
+                want = H.average([H.train_round(want, p, DIMS, epoch, share, 2, 7) for p in parts])
+        for k in want["model"]:
+            assert np.allclose(got["model"][k].numpy(), want["model"][k].numpy(), atol=1e-6), k
+        probs, y = H.predict_spark(rdd, got, DIMS)
+        assert len(probs) == len(y) == 6 + 9 and ((probs > 0) & (probs < 1)).all()
+        assert np.array_equal(y, np.concatenate([p["label"][p["is_test"]] for p in parts]))
+
+        df = imdb.film_table(300, seed=0)
+        out = imdb.run_film_spark_hybrid(
+            spark, df, 0, Namespace(seed=0, partitions=2, epochs=1, syncs=2,
+                                     spark_epochs=None))
+        assert 0 <= out["auc"] <= 1 and 0 <= out["accuracy"] <= 1
+        assert out["energy_j"] > 0 and out["cpu_s"] > 0 and out["train_s"] > 0
+    finally:
+        ex.close()
