@@ -208,8 +208,7 @@ def _nas_optuna(problem: Any, region: ArchRegion, method: str, seed: int, budget
     import optuna
     from optuna.trial import TrialState
 
-    from benchmarks.nas_curves import trial_row
-    from ecopt._search import meter_proposal
+    from benchmarks.nas_curves import optuna_asker, trial_row
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     n = problem.n_init
@@ -220,21 +219,16 @@ def _nas_optuna(problem: Any, region: ArchRegion, method: str, seed: int, budget
     searched = problem.space.searched_names
     for params in initial_design(problem, seed):
         study.enqueue_trial({k: params[k] for k in searched})
-    dists = _optuna_distributions(problem)
     # Metering only: Optuna's configurations run through ask(params=...).
     harness = ecopt.Study(problem.space, problem.objectives, storage=None, meter="estimate",
                           sampler="random", seed=seed)
-    assert harness.meter is not None
-    fixed = {k: v for k, v in problem.space.decode([0.5] * problem.space.dim).items()
-             if k not in searched}
+    ask = optuna_asker(problem, study, harness)
     objective = problem.objective
     rows: list[dict[str, Any]] = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for _ in range(budget):
-            ot, search, ask_j = meter_proposal(harness.meter,
-                                               lambda: study.ask(fixed_distributions=dists))
-            et = harness.ask(params={**{k: ot.params[k] for k in searched}, **fixed})
+            ot, et, search, ask_j = ask()
             try:
                 region.check(et.params)
                 rec = harness.tell(et, objective(et))

@@ -223,12 +223,33 @@ class _OptunaBridge(ecopt.pruners.Pruner):
         return ecopt.pruners.Decision(bool(self.optuna_trial.should_prune()), "optuna hyperband")
 
 
+def optuna_asker(problem: NasProblem, study: Any, harness: ecopt.Study) -> Any:
+    """``ask()`` -> ``(optuna trial, ecopt trial, search notes, ask joules)``: Optuna's
+    ``ask`` metered with the harness's meter, its configuration (the problem's fixed
+    parameters added) asked of the metering-only ecopt ``harness``."""
+    from benchmarks.mobo import _optuna_distributions
+    from ecopt._search import meter_proposal
+
+    meter = harness.meter
+    assert meter is not None
+    dists = _optuna_distributions(problem)  # type: ignore[arg-type]
+    searched = problem.space.searched_names
+    fixed = {n: v for n, v in problem.space.decode([0.5] * problem.space.dim).items()
+             if n not in searched}
+
+    def ask() -> tuple[Any, Any, dict[str, Any], float]:
+        ot, search, ask_j = meter_proposal(meter, lambda: study.ask(fixed_distributions=dists))
+        et = harness.ask(params={**{n: ot.params[n] for n in searched}, **fixed})
+        return ot, et, search, ask_j
+
+    return ask
+
+
 def _run_optuna(problem: NasProblem, method: str, seed: int, budget: int) -> dict[str, Any]:
     from optuna.trial import TrialState
 
-    from benchmarks.mobo import _optuna_distributions, initial_design
+    from benchmarks.mobo import initial_design
     from benchmarks.pruning import optuna_study
-    from ecopt._search import meter_proposal
 
     single = method == "optuna-hyperband"
     study = optuna_study(problem.name, method, seed, problem.n_init, problem.epochs,
@@ -236,22 +257,17 @@ def _run_optuna(problem: NasProblem, method: str, seed: int, budget: int) -> dic
     searched = problem.space.searched_names
     for params in initial_design(problem, seed):  # type: ignore[arg-type]
         study.enqueue_trial({n: params[n] for n in searched})
-    dists = _optuna_distributions(problem)  # type: ignore[arg-type]
     bridge = _OptunaBridge() if single else None
     # Metering only: configurations come from Optuna through ask(params=...).
     harness = ecopt.Study(problem.space, problem.objectives, storage=None, meter="estimate",
                           sampler="random", pruner=bridge, seed=seed)
-    assert harness.meter is not None
-    fixed = {n: v for n, v in problem.space.decode([0.5] * problem.space.dim).items()
-             if n not in searched}
+    ask = optuna_asker(problem, study, harness)
     trials: list[dict[str, Any]] = []
     held: list[tuple[Any, Any]] = []  # Hyperband's initial design: told once the scale is known
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for k in range(budget):
-            ot, search, ask_j = meter_proposal(harness.meter,
-                                               lambda: study.ask(fixed_distributions=dists))
-            et = harness.ask(params={**{n: ot.params[n] for n in searched}, **fixed})
+            ot, et, search, ask_j = ask()
             if bridge is not None:
                 bridge.optuna_trial = ot
             try:
