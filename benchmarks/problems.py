@@ -12,6 +12,10 @@ Problems:
     vehiclesafety (d=5, M=3), dtlz2m4 (d=6, M=4):
     ``botorch.test_functions.multi_objective``, with their published reference
     points and maximal hypervolumes.
+    mixedbc (d=4, M=2: two floats, a categorical, an integer): BraninCurrin
+    whose front is reached through two of three categories at the smallest
+    integer (:func:`_mixed_problem`), so its reference point and maximal
+    hypervolume are BraninCurrin's.
     zeus (d=2 or more, M=2) and zeus4 (M=4: energy, time, power, batch size):
     see :mod:`benchmarks.zeus`.
 """
@@ -37,9 +41,17 @@ NOISE_FRACTION: dict[str, float] = {
     "zdt1": 0.10,
     "vehiclesafety": 0.01,
     "dtlz2m4": 0.10,
+    "mixedbc": 0.05,
 }
 #: Every problem name ``make_problem`` understands (add ``-noisy`` for the noisy variant).
-PROBLEM_NAMES = ("branincurrin", "dtlz2", "zdt1", "vehiclesafety", "dtlz2m4", "zeus", "zeus4")
+PROBLEM_NAMES = ("branincurrin", "dtlz2", "zdt1", "vehiclesafety", "dtlz2m4", "mixedbc", "zeus",
+                 "zeus4")
+#: ``mixedbc``: what each category does to BraninCurrin's inputs (``b`` mirrors ``x0``, so
+#: it reaches the same front), and what category ``c`` and each integer step above 1 add
+#: to the objectives (both dominated: the front stays BraninCurrin's).
+MIXED_KINDS = ("a", "b", "c")
+MIXED_SHIFT_C = (20.0, 1.0)
+MIXED_STEP_N = (10.0, 0.5)
 #: Where the Zeus traces live, relative to the repository root.
 DEFAULT_ZEUS_DIR = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "zeus-traces"
 
@@ -158,6 +170,48 @@ def _botorch_problem(base: str, noisy: bool) -> Problem:
     )
 
 
+def _mixed_problem(noisy: bool) -> Problem:
+    """BraninCurrin on a mixed space: ``x0``, ``x1`` in [0, 1], ``kind`` in a/b/c, ``n`` in 1..4.
+
+    ``kind="a"`` is BraninCurrin at ``(x0, x1)``, ``"b"`` at ``(1 - x0, x1)`` (the same
+    set of values, so the same front), ``"c"`` adds :data:`MIXED_SHIFT_C`; each step of
+    ``n`` above 1 adds :data:`MIXED_STEP_N`. Every point off ``kind in (a, b), n = 1``
+    is dominated by one on it, so the reference point and maximal hypervolume are
+    BraninCurrin's; a search must learn the category and the integer as well.
+    """
+    bc = _botorch_problem("branincurrin", noisy=False)
+    space = ecopt.SearchSpace({"x0": ecopt.Float(0.0, 1.0), "x1": ecopt.Float(0.0, 1.0),
+                               "kind": ecopt.Categorical(list(MIXED_KINDS)),
+                               "n": ecopt.Int(1, 4)})
+
+    def true_fn(params: dict[str, Any]) -> np.ndarray:
+        x0 = float(params["x0"])
+        y = bc.true_fn({"x0": 1.0 - x0 if params["kind"] == "b" else x0,
+                        "x1": float(params["x1"])})
+        if params["kind"] == "c":
+            y = y + np.asarray(MIXED_SHIFT_C)
+        return y + (int(params["n"]) - 1) * np.asarray(MIXED_STEP_N)
+
+    frac = NOISE_FRACTION["mixedbc"] if noisy else 0.0
+    rng = np.random.default_rng(1234)
+    F = np.array([true_fn(space.decode(u)) for u in rng.random((4096, space.dim))])
+    noise_sd = frac * (F.max(axis=0) - F.min(axis=0))
+
+    def observe_fn(params: dict[str, Any], rng: np.random.Generator) -> np.ndarray:
+        y = true_fn(params)
+        return y + noise_sd * rng.standard_normal(2) if noisy else y
+
+    return Problem(
+        name="mixedbc" + ("-noisy" if noisy else ""), space=space,
+        objective_names=["f1", "f2"], ref_point=bc.ref_point, max_hv=bc.max_hv,
+        true_fn=true_fn, observe_fn=observe_fn, noise_sd=noise_sd, budget=100,
+        notes="BraninCurrin on a mixed space (floats x0, x1; categorical kind a/b/c; "
+              f"integer n 1..4), front through kind a or b at n = 1; noise sd {frac:.0%} "
+              "of each objective's range" if noisy else
+              "BraninCurrin on a mixed space (floats x0, x1; categorical kind a/b/c; "
+              "integer n 1..4), front through kind a or b at n = 1, noiseless")
+
+
 def make_problem(name: str, zeus_dir: str | Path | None = None,
                  zeus_options: dict[str, Any] | None = None) -> Problem:
     """A problem by name: one of :data:`PROBLEM_NAMES`, optionally with ``-noisy``.
@@ -177,6 +231,8 @@ def make_problem(name: str, zeus_dir: str | Path | None = None,
 
         trace = ZeusTrace.load(zeus_dir or DEFAULT_ZEUS_DIR, **(zeus_options or {}))
         return trace.problem(OBJECTIVES_4 if base == "zeus4" else OBJECTIVES)
+    if base == "mixedbc":
+        return _mixed_problem(suffix == "noisy")
     return _botorch_problem(base, suffix == "noisy")
 
 

@@ -197,3 +197,29 @@ def test_target_lines_use_the_one_rule() -> None:
         "(p better = 0.99, p worse = 0.0001)",
         "- dtlz2: qLogNEHVI's final hypervolume above ecopt-before's: not shown "
         "(p better = 0.339, p worse = 0.688)"]
+
+
+def test_the_mixed_problem_keeps_branincurrins_front_through_two_categories() -> None:
+    mixed, bc = make_problem("mixedbc"), make_problem("branincurrin")
+    assert mixed.dim == 4 and mixed.max_hv == bc.max_hv
+    assert list(mixed.ref_point) == list(bc.ref_point)
+    x = {"x0": 0.3, "x1": 0.4}
+    on = mixed.true_fn({**x, "kind": "a", "n": 1})
+    assert list(on) == pytest.approx(list(bc.true_fn(x)))
+    assert list(mixed.true_fn({"x0": 0.7, "x1": 0.4, "kind": "b", "n": 1})) == pytest.approx(
+        list(on))  # b mirrors x0: the same values, so the same front
+    for off in ({**x, "kind": "c", "n": 1}, {**x, "kind": "a", "n": 3}):
+        assert (mixed.true_fn(off) > on).all()  # dominated
+    assert (make_problem("mixedbc-noisy").noise_sd > 0).all()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["ecopt-qlognehvi", "botorch-plain", "optuna-tpe"])
+def test_every_peer_searches_the_mixed_problem(method: str) -> None:
+    problem = make_problem("mixedbc")
+    budget = problem.n_init + 2
+    r = mobo.run_one(problem, method, 0, budget)
+    assert len(r["hv"]) == budget and 0 <= r["hv"][-1] <= problem.max_hv
+    for p in r["params"]:
+        assert p["kind"] in ("a", "b", "c") and p["n"] in (1, 2, 3, 4)
+        assert 0 <= p["x0"] <= 1 and 0 <= p["x1"] <= 1
