@@ -9,8 +9,8 @@ space small enough to enumerate to :mod:`ecopt.samplers._discrete` (every
 configuration scored, none proposed twice). Sequential greedy for ``q > 1``.
 
 No proposal repeats a configuration that failed (unless ``failures="ignore"``),
-one that is running (pending) or one earlier in its own batch; without ``allow_repeats`` none repeats any trial's
-configuration either. The enumerated and scored paths choose among the others
+one that is running (pending) or one earlier in its own batch; without
+``allow_repeats`` none repeats any trial's configuration either. The enumerated and scored paths choose among the others
 only; the gradient paths' picks that land on one (a bound or a category the
 optimiser keeps returning to) are replaced by the best of the scored candidates
 that does not (:func:`_replace_repeats`; ``notes["replaced_repeats"]``).
@@ -223,12 +223,12 @@ def optimize(acqf: Any, space: SearchSpace, enc: Encoding, records: Sequence[Tri
         return U, how
     else:
         choices = _discrete.enumerate_grid(cols)
+        keys = [_discrete.config_key(u) for u in to_unit(choices, enc)]
         seen = seen_keys(space, records, pending)
-        unseen = np.array([_discrete.config_key(u) not in seen for u in to_unit(choices, enc)],
-                          dtype=bool)
+        unseen = np.array([k not in seen for k in keys], dtype=bool)
         avoid = avoided(space, records, pending, True, s.avoid_failed)
-        fresh = unseen if not s.allow_repeats else np.array(
-            [_discrete.config_key(u) not in avoid for u in to_unit(choices, enc)], dtype=bool)
+        fresh = unseen if not s.allow_repeats else np.array([k not in avoid for k in keys],
+                                                            dtype=bool)
         cand, repeats = _discrete.optimize_discrete(
             acqf, torch.tensor(choices, dtype=torch.double), torch.tensor(fresh), q)
         how = {"optimiser": "enumerate", "n_configs": len(choices),
