@@ -704,32 +704,6 @@ def _gemma_records(study_dir: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def _spent(recs: list[dict[str, Any]]) -> float | None:
-    """Joules of the trials (every phase) and of the metered proposals, in all."""
-    total, any_j = 0.0, False
-    for r in recs:
-        for v in (r.get("energy_j"), ((r.get("proposal") or {}).get("search") or {}).get(
-                "energy_j")):
-            if v is not None:
-                total, any_j = total + float(v), True
-    return total if any_j else None
-
-
-def _spent_to(recs: list[dict[str, Any]], target: float | None,
-              tpj: Callable[[dict[str, Any]], float | None]) -> float | None:
-    """Joules spent (trials + proposals, in trial order) up to and including the first
-    trial whose tokens/J reaches ``target``; ``None`` when none does."""
-    if target is None:
-        return None
-    done: list[dict[str, Any]] = []
-    for r in sorted(recs, key=lambda r: int(r.get("number", 0))):
-        done.append(r)
-        v = tpj(r)
-        if v is not None and v >= target:
-            return _spent(done) or 0.0
-    return None
-
-
 def sec_gemma_batch(ck: Check, deadline: float) -> dict[str, Any]:
     """The grid first (its best is the yardstick), then the optimiser."""
     gb = _load_experiment("gemma_batch")
@@ -786,9 +760,9 @@ def sec_gemma_batch(ck: Check, deadline: float) -> dict[str, Any]:
             # What each way of searching spent (trials + metered proposals, joules of the
             # run's meter), and what the optimiser had spent when it first reached the
             # grid's best (within PASS_GRID_FRACTION): issue 40's "for less energy".
-            "grid_energy_j": _spent(grid_recs),
-            "optimiser_energy_j": _spent(opt_recs),
-            "optimiser_energy_to_grid_best_j": _spent_to(opt_recs, target, tpj),
+            "grid_energy_j": gb.search_energy_j(grid_recs),
+            "optimiser_energy_j": gb.search_energy_j(opt_recs),
+            "optimiser_energy_to_grid_best_j": gb.search_energy_to_j(opt_recs, target, tpj),
             "infeasible": {"optimiser": opt.get("infeasible"), "grid": search.get("infeasible")},
             "largest_feasible_batch": max(
                 [int(r["params"]["batch_size"]) for r in grid_recs + opt_recs

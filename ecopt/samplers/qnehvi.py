@@ -67,10 +67,10 @@ FAILURE_RULES = ("learn", "pending", "ignore")
 #: (no gradient steps; a user's lower ``raw_samples`` stays), hyperparameters kept from the
 #: last proposal and optimised again (warm-started, at most ``fit_maxiter`` L-BFGS-B
 #: iterations, no cold check) once ``refit_every`` new observations have come in.
-ECONOMY = {"raw_samples": 256, "fit_maxiter": 50}
+ECONOMY = {"raw_samples": 512, "fit_maxiter": 50}
 #: ``refit_every`` is the full proposal's cost over the trial's, over ``proposal_share``,
 #: rounded up and held within these bounds.
-ECONOMY_REFIT_EVERY = (2, 8)
+ECONOMY_REFIT_EVERY = (2, 4)
 #: How many of the latest full (non-economy) model proposals and complete trials the
 #: cost ratio is the median of.
 ECONOMY_WINDOW = 3
@@ -198,7 +198,7 @@ class QLogNEHVISampler(Sampler):
             (``proposal["search"]``; seconds when the meter reads no energy) is
             more than ``proposal_share`` times the median of the latest complete
             trials', the next proposals are economy ones (:data:`ECONOMY`): the
-            acquisition is scored on 256 candidates (Sobol points and
+            acquisition is scored on 512 candidates (Sobol points and
             perturbations of the observed Pareto set) instead of optimised, and
             the GP hyperparameters are kept from the last proposal, optimised
             again (warm-started, at most 50 L-BFGS-B iterations) only every

@@ -59,6 +59,17 @@ def test_gemma_batch_smoke(script, tmp_path):
                 "best_decode_window_s", "tokens_for_search_energy", "within_5pct_of_grid_best"):
         assert key in opt, key
     assert opt["search_energy_j"] > 0
+    # The optimiser's own cost and what it spent to reach the grid's best (issue 38 item 4):
+    # trials + metered proposals in trial order, read back from the study's own log.
+    recs = ecopt.load_study(out / "optimiser").records
+    props = sum(r.proposal["search"]["energy_j"] for r in recs
+                if r.proposal and "search" in r.proposal)
+    assert opt["proposals_energy_j"] == pytest.approx(props)
+    assert opt["proposals_share_of_trials"] == pytest.approx(props / opt["search_energy_j"])
+    if opt["energy_to_grid_best_j"] is not None:
+        assert 0 < opt["energy_to_grid_best_j"] <= opt["search_energy_j"] + props + 1e-9
+    else:
+        assert opt["best_fraction_of_grid_best"] < 0.95
     assert opt["tokens_for_search_energy"] == pytest.approx(opt["search_energy_j"]
                                                             * opt["best_tokens_per_joule"])
     assert grid["best_batch"] < 4096 and opt["smallest_infeasible_batch"] in (None, 4096)
@@ -77,7 +88,8 @@ def test_gemma_batch_smoke(script, tmp_path):
     text = (out / "summary.md").read_text()
     for needle in ("best batch", "ratio best / batch 1", "payback", "grid evaluations",
                    "ESTIMATED", "command: `python experiments/gemma_batch.py",
-                   "payback the other way", "decode tokens/J", "prefill J per prompt"):
+                   "payback the other way", "decode tokens/J", "prefill J per prompt",
+                   "that / the grid's energy", "their share of its trials' energy"):
         assert needle in text, needle
 
 

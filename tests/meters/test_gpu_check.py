@@ -322,10 +322,13 @@ def test_the_search_energy_verdict_counts_trials_and_proposals_up_to_the_grids_b
 
     opt = [rec(0, 10.0, 100.0), rec(2, 96.0, 50.0, 5.0), rec(1, 40.0, 100.0, 5.0),
            rec(3, 120.0, 10.0, 5.0)]
-    assert gc._spent(opt) == pytest.approx(275.0)
+    gb = gc._load_experiment("gemma_batch")  # what gpu_check's section calls
+    assert gb.search_energy_j(opt) == pytest.approx(275.0)
+    assert gb.search_energy_j([{"number": 0, "state": "failed"}]) is None
     # In trial order: 100 + (100 + 5) + (50 + 5) when trial 2 reaches 0.95 x 100.
-    assert gc._spent_to(opt, 95.0, tpj) == pytest.approx(260.0)
-    assert gc._spent_to(opt, 200.0, tpj) is None and gc._spent_to(opt, None, tpj) is None
+    assert gb.search_energy_to_j(opt, 95.0, tpj) == pytest.approx(260.0)
+    assert gb.search_energy_to_j(opt, 200.0, tpj) is None
+    assert gb.search_energy_to_j(opt, None, tpj) is None
     g = {"grid": [1, 8], "grid_cut": [], "best_fraction_of_grid_best": 1.2,
          "grid_energy_j": 300.0, "optimiser_energy_to_grid_best_j": 260.0}
     results = {"sections": {"gemma_batch": {"status": "ok", "result": g}}}

@@ -38,7 +38,7 @@ def test_cheap_trials_make_economy_proposals(cheap_study):
         # microsecond trials against proposals of a tenth of a second or more (wallclock meter:
         # no energy, so seconds)
         assert e["active"] and e["unit"] == "s" and e["ratio"] > 0.25, e
-        # the user's 96 raw samples are more than none, fewer than ECONOMY's 256: they stay;
+        # the user's 96 raw samples are more than none, fewer than ECONOMY's: they stay;
         # trials thousands of times cheaper than a proposal: the longest refit interval
         assert e["settings"] == {"raw_samples": 96, "fit_maxiter": 50,
                                  "refit_every": ECONOMY_REFIT_EVERY[1]}
