@@ -20,7 +20,9 @@ and reads the studies' own logs back:
   is one noisy reading);
 - saving: the grid's energy over that (0 when the optimiser never reaches it), the claim
   being that it exceeds 1;
-- the proposals' joules over the trials' (the cheap-trial regime of issue 38 item 2).
+- the proposals' joules over the trials' (the cheap-trial regime of issue 38 item 2);
+- the hypervolume of each study's trials (both objectives) over that of the union of the
+  seed's grid and arms, scaled to the union's range.
 
 Intervals are 20%-trimmed means with their 95% interval; the verdicts come from
 :func:`ecopt._verdict.verdict`. On a CPU every joule is ESTIMATED from CPU time.
@@ -55,7 +57,10 @@ LEGEND = (
     "first that did; saving: the grid's energy over that (0 when never reached), 20%-trimmed "
     "mean [95% interval] over seeds, verdict on 'saving > 1' by the one verdict rule; "
     "proposals / trials: the optimiser's metered proposals' joules over its trials'; best / "
-    "grid best: its best tokens/J over the same seed's grid best. Every joule is ESTIMATED "
+    "grid best: its best tokens/J over the same seed's grid best; HV: the hypervolume of its "
+    "complete trials (both objectives, scaled to the range of the seed's grid and arms "
+    "together, reference point a tenth of the range below the worst) over that of the "
+    "union of those trials. Every joule is ESTIMATED "
     "from CPU time on this machine unless the run's meter says otherwise.")
 
 
@@ -133,14 +138,50 @@ def seed_facts(base: Path, arm: str) -> dict[str, Any] | None:
             "energy": header.get("energy")}
 
 
+def hv_fractions(base: Path, studies: Sequence[str]) -> dict[str, float]:
+    """Each study's hypervolume over that of the union of their complete trials (one seed).
+
+    The two objectives (from the optimiser study's ``study.json``) are scaled to [0, 1]
+    by the union's range, as maximisation; the reference point lies a tenth of the range
+    below the union's worst value in each.
+    """
+    import numpy as np
+
+    from ecopt import pareto
+
+    spec = json.loads((base / next(a for a in studies if a != "grid") / "optimiser"
+                       / "study.json").read_text())
+    names = [o["name"] for o in spec["objectives"]]
+    dirs = [o["direction"] for o in spec["objectives"]]
+    ys: dict[str, np.ndarray] = {}
+    for st in studies:
+        recs = _records(base / st / ("grid" if st == "grid" else "optimiser"))
+        rows = [[float(r["values"][n]) for n in names] for r in recs
+                if r.get("state") == "complete" and all(n in (r.get("values") or {})
+                                                        for n in names)]
+        ys[st] = pareto.to_maximization(np.array(rows).reshape(-1, len(names)), dirs)
+    union = np.vstack(list(ys.values()))
+    lo, hi = union.min(axis=0), union.max(axis=0)
+    span = np.where(hi > lo, hi - lo, 1.0)
+    ref = [-0.1] * len(names)
+    total = pareto.hypervolume((union - lo) / span, ref)
+    return {st: (pareto.hypervolume((y - lo) / span, ref) / total if total > 0 else 0.0)
+            for st, y in ys.items()}
+
+
 def collect(out: Path, arms: Sequence[str], seeds: Sequence[int]) -> dict[str, list[dict]]:
-    """``arm -> [seed facts]`` for the seeds that have run."""
+    """``arm -> [seed facts]`` for the seeds that have run (the grid's hypervolume is kept
+    with each arm's facts as ``grid_hv_fraction``)."""
     got: dict[str, list[dict[str, Any]]] = {a: [] for a in arms}
     for s in seeds:
-        for a in arms:
-            f = seed_facts(out / f"seed{s}", a)
-            if f is not None:
-                got[a].append({"seed": s, **f})
+        base = out / f"seed{s}"
+        facts = {a: f for a in arms if (f := seed_facts(base, a)) is not None}
+        if not facts:
+            continue
+        hv = hv_fractions(base, ["grid", *facts])
+        for a, f in facts.items():
+            got[a].append({"seed": s, **f, "hv_fraction": hv[a],
+                           "grid_hv_fraction": hv["grid"]})
     return got
 
 
@@ -177,7 +218,8 @@ def tables(got: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
             f"{sum(f['economy_proposals'] for f in fs)}/"
             f"{sum(f['evaluations'] for f in fs)}",
             tm([f["best_fraction_of_grid_best"] for f in fs
-                if f["best_fraction_of_grid_best"] is not None])])
+                if f["best_fraction_of_grid_best"] is not None]),
+            tm([f["hv_fraction"] for f in fs]), tm([f["grid_hv_fraction"] for f in fs])])
     out: dict[str, Any] = {
         "search_energy": Table(
             ["arm", "seeds", "reached", "grid energy J (ESTIMATED)",
@@ -186,12 +228,14 @@ def tables(got: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
         "proposals": Table(
             ["arm", "seeds", "trials J per study (ESTIMATED)",
              "proposals J per study (ESTIMATED)", "proposals / trials",
-             "economy proposals / evaluations", "best / grid best tokens/J"], prop_rows)}
+             "economy proposals / evaluations", "best / grid best tokens/J",
+             "HV / the seed's union front", "grid's HV / the union front"], prop_rows)}
     if "full" in got and "economy" in got:
         full = {f["seed"]: f for f in got["full"]}
         pairs = [(full[f["seed"]], f) for f in got["economy"] if f["seed"] in full]
         rows = []
-        for what, key in (("best tokens/J", "best_tokens_per_joule"),
+        for what, key in (("hypervolume", "hv_fraction"),
+                          ("best tokens/J", "best_tokens_per_joule"),
                           ("proposals J", "proposals_j"),
                           ("energy to the grid's best J", "energy_to_grid_best_j")):
             xs = [e[key] / a[key] for a, e in pairs if a[key] and e[key] is not None]

@@ -451,7 +451,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.sampler != "grid":
             sampler: Any = args.sampler
             if args.sampler == "qlognehvi":
-                share = ({} if args.proposal_share is None
+                share: dict[str, Any] = ({} if args.proposal_share is None
                          else {"proposal_share": None if args.proposal_share == "none"
                                else args.proposal_share})
                 sampler = ecopt.samplers.QLogNEHVISampler(n_init=args.n_init, num_restarts=4,

@@ -75,3 +75,28 @@ def test_the_figures_are_the_logs_own(quick):
 def test_bad_arm_is_refused(tmp_path):
     with pytest.raises(SystemExit, match="unknown arm"):
         gs.main(["--arms", "fast", "--out", str(tmp_path)])
+
+
+def test_hypervolume_fractions_against_the_seeds_union(quick):
+    import numpy as np
+
+    from ecopt import pareto
+
+    hv = gs.hv_fractions(quick / "seed0", ["grid", "full", "economy"])
+    assert set(hv) == {"grid", "full", "economy"}
+    assert all(0.0 < v <= 1.0 + 1e-12 for v in hv.values())
+    # recomputed by hand: tokens/J (max) and p95 latency (min), scaled to the union's range
+    rows = {}
+    for st in ("grid", "full", "economy"):
+        recs = _recs(quick / "seed0" / st / ("grid" if st == "grid" else "optimiser"))
+        rows[st] = np.array([[r["values"]["tokens_per_joule"], -r["values"]["p95_latency_ms"]]
+                             for r in recs if r["state"] == "complete"])
+    union = np.vstack(list(rows.values()))
+    lo, hi = union.min(axis=0), union.max(axis=0)
+    total = pareto.hypervolume((union - lo) / (hi - lo), [-0.1, -0.1])
+    for st, y in rows.items():
+        assert hv[st] == pytest.approx(pareto.hypervolume((y - lo) / (hi - lo), [-0.1, -0.1])
+                                       / total)
+    facts = json.loads((quick / "summary.json").read_text())
+    assert facts["runs"]["full"][0]["hv_fraction"] == pytest.approx(hv["full"])
+    assert facts["runs"]["economy"][0]["grid_hv_fraction"] == pytest.approx(hv["grid"])
