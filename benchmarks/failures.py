@@ -434,6 +434,8 @@ LEGEND = ("wasted: evaluations that failed (in the region), of the budget; final
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from docs import recorded
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--problem", default="branincurrin", choices=PROBLEMS,
                     help="branincurrin (default) or nas (live CNN training on digits)")
@@ -449,10 +451,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--methods", default=",".join(METHODS), help="comma-separated methods")
     ap.add_argument("--out", default="runs/failures", help="output directory")
     ap.add_argument("--tag", default="main", help="this process's runs file: runs-<tag>.jsonl")
-    ap.add_argument("--report-only", action="store_true", help="only rebuild the report")
-    ap.add_argument("--record", nargs="?", const="", default=None, metavar="TAG",
-                    help="also write docs/results/failures/<date>[-TAG]")
-    ap.add_argument("--note", action="append", default=[], help="a caveat to record")
+    recorded.add_record_args(ap, "failures")
     return ap
 
 

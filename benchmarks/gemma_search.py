@@ -247,6 +247,8 @@ def tables(got: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from docs import recorded
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seeds", type=int, default=None, help="number of seeds (default 10)")
     ap.add_argument("--seed-offset", type=int, default=0, help="first seed")
@@ -254,10 +256,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--quick", action="store_true",
                     help="2 seeds of gemma_batch's --quick model (smoke)")
     ap.add_argument("--out", default="runs/gemma_search", help="output directory")
-    ap.add_argument("--report-only", action="store_true", help="only rebuild the report")
-    ap.add_argument("--record", nargs="?", const="", default=None, metavar="TAG",
-                    help="also write docs/results/gemma_search/<date>[-TAG]")
-    ap.add_argument("--note", action="append", default=[], help="a caveat to record")
+    recorded.add_record_args(ap, "gemma_search")
     ap.add_argument("gemma_args", nargs="*",
                     help="after --: options for experiments/gemma_batch.py (its CPU toy "
                          "by default)")

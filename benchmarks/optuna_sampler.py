@@ -277,6 +277,8 @@ def tables(runs: Sequence[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, An
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from docs import recorded
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="2 seeds, 20 evaluations (smoke)")
     ap.add_argument("--seeds", type=int, default=None, help="number of seeds (default 10)")
@@ -294,10 +296,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--out", default=None,
                     help="output directory (default runs/optuna_sampler[-user])")
     ap.add_argument("--tag", default="main", help="this process's runs file: runs-<tag>.jsonl")
-    ap.add_argument("--report-only", action="store_true", help="only rebuild the report")
-    ap.add_argument("--record", nargs="?", const="", default=None, metavar="TAG",
-                    help="also write docs/results/optuna_sampler/<date>[-TAG]")
-    ap.add_argument("--note", action="append", default=[], help="a caveat to record")
+    recorded.add_record_args(ap, "optuna_sampler")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     return ap
 

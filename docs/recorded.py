@@ -365,6 +365,15 @@ def results_dir(script_stem: str, tag: str | None = None, date: str | None = Non
     return Path(root) / script_stem / name
 
 
+def add_record_args(parser: Any, script_stem: str) -> None:
+    """``--report-only``, ``--record [TAG]`` and ``--note`` on a benchmark's parser (an
+    :class:`argparse.ArgumentParser`), as every recording benchmark spells them."""
+    parser.add_argument("--report-only", action="store_true", help="only rebuild the report")
+    parser.add_argument("--record", nargs="?", const="", default=None, metavar="TAG",
+                        help=f"also write docs/results/{script_stem}/<date>[-TAG]")
+    parser.add_argument("--note", action="append", default=[], help="a caveat to record")
+
+
 def record_dirs(out: str | Path, script_stem: str, record: str | None) -> list[Path]:
     """Where a script writes its summary: ``out``, plus ``docs/results/<stem>/<date>[-<tag>]``
     when ``record`` is given (``""`` for no tag)."""
