@@ -179,7 +179,8 @@ def _nas_ecopt(problem: Any, region: ArchRegion, method: str, seed: int, budget:
     from benchmarks.nas_curves import trial_row
 
     rule = {"ecopt": "learn", "ecopt-pending": "pending", "ecopt-before": "ignore"}[method]
-    sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, failures=rule)
+    sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, failures=rule,
+                               proposal_share=None)  # full proposals, as recorded
     study = ecopt.Study(problem.space, problem.objectives, storage=None, meter="estimate",
                         sampler=sampler, seed=seed)
     objective = problem.objective
@@ -267,7 +268,8 @@ def _ecopt(problem: Problem, region: Region, method: str, seed: int, budget: int
     from ecopt.samplers import QLogNEHVISampler
 
     rule = {"ecopt": "learn", "ecopt-pending": "pending", "ecopt-before": "ignore"}[method]
-    sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, failures=rule)
+    sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, failures=rule,
+                               proposal_share=None)  # full proposals, as recorded
     study = ecopt.Study(problem.space, problem.objectives(True), sampler=sampler,
                         meter="wallclock", seed=seed)
     names = problem.objective_names

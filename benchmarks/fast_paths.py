@@ -65,7 +65,8 @@ def run_case(problem_name: str, n: int, seed: int) -> dict[str, Any]:
     U = qmc.Sobol(problem.dim, scramble=True, seed=seed).random(n)
     keys = [f"x{i}" for i in range(problem.dim)]
     study = ecopt.Study(problem.space, problem.objectives(), storage=None, meter="wallclock",
-                        sampler=QLogNEHVISampler(seed=seed, n_init=1), seed=seed)
+                        sampler=QLogNEHVISampler(seed=seed, n_init=1, proposal_share=None),
+                        seed=seed)
     true = []
     for u in U:
         params = {k: float(v) for k, v in zip(keys, u)}

@@ -63,7 +63,11 @@ REFERENCE_METHOD = "ecopt-qlognehvi"
 COLLAPSE_FRACTION = 0.35
 #: Method name -> short description (the order of the report's rows).
 METHODS: dict[str, str] = {
-    "ecopt-qlognehvi": "ecopt qLogNEHVI, q=1 (default settings: 10 restarts, 256 raw, 64 MC)",
+    "ecopt-qlognehvi": "ecopt qLogNEHVI, q=1 (default settings: 10 restarts, 256 raw, 64 MC), "
+                       "full proposals (proposal_share=None; every ecopt-qlognehvi* row too)",
+    "ecopt-qlognehvi-economy": "ecopt qLogNEHVI with the default economy rule "
+                               "(proposal_share=0.25): on a test function every proposal "
+                               "after the first is an economy one",
     "ecopt-qlognehvi-q4": "ecopt qLogNEHVI, batches of q=4",
     "ecopt-qlognehvi-lite": "ecopt qLogNEHVI, q=1, 5 restarts, 256 raw samples, 64 MC samples",
     "ecopt-qlognehvi-cold": "ecopt qLogNEHVI, q=1, every GP fit from BoTorch's default start",
@@ -149,35 +153,40 @@ def _run_ecopt(problem: Problem, method: str, seed: int, budget: int
     import ecopt
     from ecopt.samplers import QLogNEHVISampler, RandomSampler, SobolSampler
 
+    # A test function costs nothing, so the default economy rule would make every proposal
+    # after the first an economy one: these rows measure full proposals, and the
+    # ``-economy`` method the default rule (proposal_share=0.25).
+    share: dict[str, Any] = {"proposal_share": 0.25 if method.endswith("-economy") else None}
+    method = method.removesuffix("-economy")
     q = 4 if method.endswith("-q4") else 1
     sampler: ecopt.samplers.Sampler
     if (setting := _SETTINGS.fullmatch(_ALIASES.get(method, method))) is not None:
         r, raw, mc = (int(v) for v in setting.groups())
-        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, num_restarts=r,
+        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share, num_restarts=r,
                                    raw_samples=raw, mc_samples=mc)
     elif method == "ecopt-qlognehvi-cold":
-        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, warm_start=False)
+        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share, warm_start=False)
     elif method == "ecopt-qlognehvi-nosab":
-        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, sample_around_best=False)
+        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share, sample_around_best=False)
     elif method == "ecopt-qlognehvi-exact":
-        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, alpha=0.0)
+        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share, alpha=0.0)
     elif (alpha := _ALPHA.fullmatch(method)) is not None:
-        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, alpha=float(alpha.group(1)))
+        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share, alpha=float(alpha.group(1)))
     elif method == "ecopt-qlognehvi-dimscaled":
-        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init,
+        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share,
                                    lengthscale_prior="dim-scaled")
     elif method == "ecopt-qlognehvi-obsref":
-        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, ref_point_rule="observed")
+        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share, ref_point_rule="observed")
     elif method == "ecopt-qlognehvi-m4alpha":
-        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, parego_from=5)
+        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share, parego_from=5)
     elif method == "ecopt-qlognparego":
-        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, parego_from=2)
+        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share, parego_from=2)
     elif method.startswith("ecopt-qlognehvi"):
-        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init)
+        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share)
     elif method == "ecopt-qnehvi":
         from ecopt.samplers import QNEHVISampler
 
-        sampler = QNEHVISampler(seed=seed, n_init=problem.n_init)
+        sampler = QNEHVISampler(seed=seed, n_init=problem.n_init, **share)
     elif method == "ecopt-sobol":
         sampler = SobolSampler(seed=seed)
     else:

@@ -85,7 +85,8 @@ METHODS: dict[str, str] = {
 #: ``--protocol user``: each sampler as an Optuna user creates it (defaults and the seed).
 USER_METHODS: dict[str, str] = {
     "optuna-ecopt": "ecopt.integrations.optuna.EcoptSampler(seed) (defaults)",
-    "ecopt-study": "ecopt.Study(..., seed).optimize (its default qLogNEHVI sampler)",
+    "ecopt-study": "ecopt.Study(..., seed).optimize (its default qLogNEHVI sampler, full "
+                   "proposals: proposal_share=None, as inside Optuna)",
     "optuna-tpe": "Optuna TPESampler(seed) (defaults)",
     "optuna-gp": "Optuna GPSampler(seed) (defaults)",
     "optuna-botorch": "optuna_integration.BoTorchSampler(seed) (defaults: qEHVI)",
@@ -206,10 +207,13 @@ def run_user(problem: Problem, method: str, seed: int, budget: int) -> dict[str,
         warnings.simplefilter("ignore")
         if method == "ecopt-study":
             import ecopt
+            from ecopt.samplers import QLogNEHVISampler
 
             study = ecopt.Study(problem.space, [ecopt.Objective(n, "min")
                                                 for n in problem.objective_names],
-                                meter="wallclock", seed=seed, storage=Path(tmp) / "study")
+                                meter="wallclock", seed=seed, storage=Path(tmp) / "study",
+                                # full proposals, as EcoptSampler's (Optuna meters none)
+                                sampler=QLogNEHVISampler(proposal_share=None))
 
             def ecopt_objective(trial: Any) -> dict[str, float]:
                 nonlocal entry

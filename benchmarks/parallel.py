@@ -157,7 +157,7 @@ def bo(budget_s: float, seeds: int, base_s: float, span_s: float, dim: int) -> l
     obj = ZDT1Sleep(base_s, span_s)
     # Import BoTorch and fit once before timing, so the first schedule does not pay for it.
     warm = ecopt.Study(_bo_space(dim), _objectives(), sampler=QLogNEHVISampler(
-        n_init=2, num_restarts=2, raw_samples=16, mc_samples=16), meter="wallclock")
+        n_init=2, num_restarts=2, raw_samples=16, mc_samples=16, proposal_share=None), meter="wallclock")
     warm.optimize(ZDT1Sleep(0, 0), n_trials=3, show_progress=False)
     out = []
     for name, workers, q, asyn in configs:
@@ -188,7 +188,8 @@ def proposal_cost(ns: list[int], dim: int) -> list[tuple[int, float, float]]:
     import numpy as np
 
     rng = np.random.default_rng(0)
-    sampler = QLogNEHVISampler(num_restarts=2, raw_samples=64, mc_samples=64)
+    sampler = QLogNEHVISampler(num_restarts=2, raw_samples=64, mc_samples=64,
+                               proposal_share=None)
     study = ecopt.Study(_bo_space(dim), _objectives(), sampler=sampler, meter="wallclock")
     obj = ZDT1Sleep(0, 0)
     out = []

@@ -40,7 +40,7 @@ def run_one(problem_name: str, rule: str, seed: int, budget: int) -> dict[str, A
     problem = make_problem(problem_name)
     n_init = {"2(d+1)": 2 * (problem.dim + 1), "default": None,
               "half": max(2, budget // 2)}[rule]
-    sampler = QLogNEHVISampler(n_init=n_init)
+    sampler = QLogNEHVISampler(n_init=n_init, proposal_share=None)
     study = ecopt.Study(problem.space, problem.objectives(), sampler=sampler, seed=seed,
                         meter="wallclock")
     rng = np.random.default_rng(seed)

@@ -68,6 +68,9 @@ FAILURE_RULES = ("learn", "pending", "ignore")
 #: last proposal and optimised again (warm-started, at most ``fit_maxiter`` L-BFGS-B
 #: iterations, no cold check) once ``refit_every`` new observations have come in.
 ECONOMY = {"raw_samples": 512, "fit_maxiter": 50}
+#: ``proposal_share``'s default: economy proposals while a full one costs more than a quarter
+#: of a trial (CPU-second trials); GPU-sized trials keep full proposals.
+DEFAULT_PROPOSAL_SHARE = 0.25
 #: ``refit_every`` is the full proposal's cost over the trial's, over ``proposal_share``,
 #: rounded up and held within these bounds.
 ECONOMY_REFIT_EVERY = (2, 4)
@@ -242,7 +245,8 @@ class QLogNEHVISampler(Sampler):
                  sample_around_best: bool = True, alpha: float | None = None,
                  parego_from: int = 4, lengthscale_prior: str = "gamma",
                  ref_point_rule: str = "front", cost_aware: bool = False,
-                 cost_exponent: float = 1.0, proposal_share: float | None = None,
+                 cost_exponent: float = 1.0,
+                 proposal_share: float | None = DEFAULT_PROPOSAL_SHARE,
                  failures: str = "learn") -> None:
         super().__init__(seed)
         if failures not in FAILURE_RULES:

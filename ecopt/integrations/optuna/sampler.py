@@ -147,6 +147,8 @@ class EcoptSampler(BaseSampler):
             (``n_init``, ``cost_aware``, ``num_restarts``, ``raw_samples``,
             ``ref_point_rule``...). With ``cost_aware=True`` the cost is the
             energy that :func:`~ecopt.integrations.optuna.metered` recorded.
+            ``proposal_share`` is ``None`` here unless given: Optuna does not
+            meter its sampler's proposals, so every proposal is a full one.
 
     Raises:
         ValueError: for bad options (the message of ``QLogNEHVISampler``), a
@@ -196,7 +198,10 @@ class EcoptSampler(BaseSampler):
         self.seed = 0 if seed is None else int(seed)
         #: The seed proposals use now: ``seed`` until ``reseed_rng()`` draws another.
         self._seed_now = self.seed
-        self._inner = _TrialNumberedQLogNEHVI(seed=self.seed, **options)  # validates options
+        # Optuna does not meter a sampler's proposals, so there is no proposal cost for
+        # the economy rule to weigh: full proposals always (unless asked otherwise).
+        self._inner = _TrialNumberedQLogNEHVI(seed=self.seed, **{  # validates options
+            "proposal_share": None, **options})
         self._inner.planned_trials = planned_trials
         self._options = dict(options)
         self._constraints_func = constraints_func
