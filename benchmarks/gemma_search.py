@@ -210,6 +210,7 @@ def tables(got: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
             tm([f["grid_energy_j"] for f in fs if f["grid_energy_j"] is not None]),
             statistics.median([f["energy_to_grid_best_j"] for f in reached])
             if reached else "-",
+            statistics.median([f["saving"] for f in fs if f["saving"] is not None]),
             saving, judged(saving)])
         prop_rows.append([
             arm, len(fs), tm([f["trials_j"] for f in fs]), tm([f["proposals_j"] for f in fs]),
@@ -224,6 +225,7 @@ def tables(got: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
         "search_energy": Table(
             ["arm", "seeds", "reached", "grid energy J (ESTIMATED)",
              "optimiser energy to it J, median of reached (ESTIMATED)",
+             "saving, median (never reached: 0)",
              "saving: grid J / optimiser J to it", "verdict: saving > 1"], search_rows),
         "proposals": Table(
             ["arm", "seeds", "trials J per study (ESTIMATED)",
