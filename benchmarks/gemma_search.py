@@ -85,9 +85,18 @@ def _tpj(r: dict[str, Any]) -> float | None:
 
 
 def _run(gb: Any, argv: list[str], quiet: bool) -> None:
+    """``gemma_batch.main(argv)`` in this process; the "ecopt" logger's level, which the
+    experiment's setup lowers to ERROR, is put back afterwards."""
+    import logging
+
     sink = io.StringIO()
-    with contextlib.redirect_stdout(sink) if quiet else contextlib.nullcontext():
-        rc = gb.main(argv)
+    logger = logging.getLogger("ecopt")
+    level = logger.level
+    try:
+        with contextlib.redirect_stdout(sink) if quiet else contextlib.nullcontext():
+            rc = gb.main(argv)
+    finally:
+        logger.setLevel(level)
     if rc != 0:
         raise SystemExit(f"gemma_batch exited with {rc}: {' '.join(argv)}")
 
