@@ -85,9 +85,18 @@ def _tpj(r: dict[str, Any]) -> float | None:
 
 
 def _run(gb: Any, argv: list[str], quiet: bool) -> None:
+    """``gemma_batch.main(argv)`` in this process; the "ecopt" logger's level, which the
+    experiment's setup lowers to ERROR, is put back afterwards."""
+    import logging
+
     sink = io.StringIO()
-    with contextlib.redirect_stdout(sink) if quiet else contextlib.nullcontext():
-        rc = gb.main(argv)
+    logger = logging.getLogger("ecopt")
+    level = logger.level
+    try:
+        with contextlib.redirect_stdout(sink) if quiet else contextlib.nullcontext():
+            rc = gb.main(argv)
+    finally:
+        logger.setLevel(level)
     if rc != 0:
         raise SystemExit(f"gemma_batch exited with {rc}: {' '.join(argv)}")
 
@@ -210,6 +219,7 @@ def tables(got: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
             tm([f["grid_energy_j"] for f in fs if f["grid_energy_j"] is not None]),
             statistics.median([f["energy_to_grid_best_j"] for f in reached])
             if reached else "-",
+            statistics.median([f["saving"] for f in fs if f["saving"] is not None]),
             saving, judged(saving)])
         prop_rows.append([
             arm, len(fs), tm([f["trials_j"] for f in fs]), tm([f["proposals_j"] for f in fs]),
@@ -224,6 +234,7 @@ def tables(got: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
         "search_energy": Table(
             ["arm", "seeds", "reached", "grid energy J (ESTIMATED)",
              "optimiser energy to it J, median of reached (ESTIMATED)",
+             "saving, median (never reached: 0)",
              "saving: grid J / optimiser J to it", "verdict: saving > 1"], search_rows),
         "proposals": Table(
             ["arm", "seeds", "trials J per study (ESTIMATED)",

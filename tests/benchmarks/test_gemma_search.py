@@ -72,6 +72,13 @@ def test_the_figures_are_the_logs_own(quick):
         assert f"### {table}" in report
 
 
+def test_running_leaves_the_ecopt_loggers_level_alone(quick):
+    import logging
+
+    # gemma_batch's setup lowers it to ERROR; later warnings (and caplog) depend on it.
+    assert logging.getLogger("ecopt").level != logging.ERROR
+
+
 def test_bad_arm_is_refused(tmp_path):
     with pytest.raises(SystemExit, match="unknown arm"):
         gs.main(["--arms", "fast", "--out", str(tmp_path)])
