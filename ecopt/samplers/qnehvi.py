@@ -208,12 +208,17 @@ class QLogNEHVISampler(Sampler):
             ``refit_every`` observations (the cost ratio over the share, within
             :data:`ECONOMY_REFIT_EVERY`). Each model proposal records the
             decision in ``proposal["economy"]`` (the ratio, the share, whether
-            it was active and its settings). Trials that cost much more than a
-            proposal (GPU-sized) never trigger it. ``None`` (the default): never.
-            On the NAS workload (``docs/results/pruning/2026-12-05-economy``)
-            ``0.25`` cut the proposals' estimated joules 9x, to 21% of the
-            trials', and kept 0.90 of the final hypervolume (p = 0.09 that it
-            is lower), so it is opt-in.
+            it was active and its settings). Default
+            :data:`DEFAULT_PROPOSAL_SHARE` (0.25): on CPU-second trials economy
+            proposals switch on by themselves, and trials that cost much more
+            than a proposal (GPU-sized) never trigger them. ``None``: full
+            proposals always (what a benchmark of the model's sample efficiency
+            wants; economy proposals also probe a constraint's boundary less
+            closely). On the NAS workload
+            (``docs/results/pruning/2026-12-06-economy-512``, 10 paired seeds)
+            the default cut the proposals' estimated joules 9.1x, to 0.27 of the
+            trials', and kept 1.05 of the final hypervolume (p = 0.55 that it
+            is lower).
         failures: What failed trials teach the model (:mod:`ecopt._failures`).
             ``"learn"`` (default): every failed configuration (and every trial
             pruned before it reported) is a pending point of every later

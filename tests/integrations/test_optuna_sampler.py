@@ -58,9 +58,11 @@ BRANIN_CURRIN_REF = (18.0, 6.0)
 
 
 def _ecopt_run(n: int, seed: int, tmp_path) -> list[tuple[dict, tuple[float, float]]]:
-    """An ecopt.Study on BraninCurrin over [0, 1]^2, its default sampler and the seed."""
+    """An ecopt.Study on BraninCurrin over [0, 1]^2, its default sampler with full proposals
+    (as inside Optuna, which meters no proposal) and the seed."""
     space = ecopt.SearchSpace({"x0": ecopt.Float(0, 1), "x1": ecopt.Float(0, 1)})
     study = ecopt.Study(space, [ecopt.Objective("a", "min"), ecopt.Objective("b", "min")],
+                        sampler=QLogNEHVISampler(proposal_share=None),
                         meter="wallclock", seed=seed, storage=tmp_path / f"ecopt-{seed}")
 
     def objective(t):

@@ -131,3 +131,27 @@ def test_scored_candidates_are_valid_distinct_and_new():
     assert econ and all(r.proposal["optimiser"] == "scored" for r in econ)
     keys = [tuple(sorted(r.params.items())) for r in study.records]
     assert len(set(keys)) == len(keys)
+
+
+def test_economy_is_the_default_for_cheap_trials():
+    """Issue 38 item 2: no option given, cheap trials get economy proposals after the first."""
+    from ecopt.samplers.qnehvi import DEFAULT_PROPOSAL_SHARE
+
+    sampler = QLogNEHVISampler(n_init=3, num_restarts=2, raw_samples=32, maxiter=30)
+    assert sampler.proposal_share == DEFAULT_PROPOSAL_SHARE == 0.25
+    study = ecopt.Study(SPACE, OBJS, sampler=sampler, seed=2, meter="wallclock")
+    study.optimize(f, n_trials=5, show_progress=False)
+    model = [r.proposal for r in study.records if r.proposed_by == "qlognehvi"]
+    assert "economy" not in model[0] and model[1]["economy"]["active"]
+    assert model[1]["economy"]["proposal_share"] == 0.25 and model[1]["optimiser"] == "scored"
+    # the named sampler a Study builds by default is the same
+    assert ecopt.Study(SPACE, OBJS, meter="wallclock").sampler.proposal_share == 0.25
+
+
+def test_inside_optuna_proposals_stay_full_unless_asked():
+    """Optuna meters no proposal, so EcoptSampler's inner sampler has no economy rule."""
+    pytest.importorskip("optuna")
+    from ecopt.integrations.optuna import EcoptSampler
+
+    assert EcoptSampler(seed=0).inner.proposal_share is None
+    assert EcoptSampler(seed=0, proposal_share=0.5).inner.proposal_share == 0.5

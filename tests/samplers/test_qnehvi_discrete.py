@@ -50,7 +50,9 @@ def test_every_configuration_once_before_any_repeat():
 
 
 def test_allow_repeats_lets_the_acquisition_repeat():
-    sampler = QLogNEHVISampler(n_init=4, seed=3, allow_repeats=True, **FAST)
+    # full proposals: the acquisition's own choice of a repeat, model refitted every step
+    sampler = QLogNEHVISampler(n_init=4, seed=3, allow_repeats=True, proposal_share=None,
+                               **FAST)
     assert sampler.describe()["allow_repeats"] is True
     s = ecopt.Study(SPACE, OBJS, sampler=sampler, meter="wallclock", seed=3)
     s.optimize(f, n_trials=16)
