@@ -125,6 +125,29 @@ def test_qnehvi_method_runs_the_papers_acquisition() -> None:
     assert len(ask_s) == 2  # the model's asks are timed, as qLogNEHVI's are
 
 
+@pytest.mark.parametrize("method, share", [("ecopt-qlognehvi", None),
+                                           ("ecopt-qlognehvi-nosab", None),
+                                           ("ecopt-qlognehvi-economy", 0.25)])
+def test_ecopt_rows_run_full_proposals_unless_named_economy(method: str, share: float | None,
+                                                            monkeypatch) -> None:
+    """A test function costs nothing: the default economy rule would economise every
+    proposal after the first, so the rows measure full proposals; ``-economy`` the default."""
+    from ecopt.samplers import qnehvi
+
+    seen: list[float | None] = []
+    init = qnehvi.QLogNEHVISampler.__init__
+
+    def spy(self, *a, **k):  # type: ignore[no-untyped-def]
+        init(self, *a, **k)
+        seen.append(self.proposal_share)
+
+    monkeypatch.setattr(qnehvi.QLogNEHVISampler, "__init__", spy)
+    problem = make_problem("branincurrin")
+    params, ask_s = mobo._run_ecopt(problem, method, 0, problem.n_init + 3)
+    assert mobo.known_method(method) and len(params) == problem.n_init + 3
+    assert seen == [share] and len(ask_s) == 3
+
+
 def _fake_run(method: str, seed: int, final_hv: float, budget: int = 8) -> dict:
     """A run record as ``run_one`` writes it, with a given final hypervolume (max HV 10)."""
     hv = list(np.linspace(0.5 * final_hv, final_hv, budget))
