@@ -104,6 +104,9 @@ METHODS: dict[str, str] = {
 _SETTINGS = re.compile(r"ecopt-qlognehvi-r(\d+)-raw(\d+)-mc(\d+)")
 #: ``ecopt-qlognehvi-alpha<a>``: the sampler with box-decomposition approximation ``a``.
 _ALPHA = re.compile(r"ecopt-qlognehvi-alpha([0-9.e-]+)")
+#: ``ecopt-qlognehvi-init<n>``: the sampler from an ``n``-point Sobol design instead of the
+#: problem's (Ax's default strategy starts its model after 5 trials).
+_INIT = re.compile(r"ecopt-qlognehvi-init(\d+)")
 #: Methods that are not told the reference point (thresholds) even where it is known.
 _INFER_REF = ("ecopt-qlognehvi-inferref", "ecopt-qlognehvi-obsref")
 #: The methods that run Ax (``pip install 'ecopt[ax]'``).
@@ -113,9 +116,10 @@ _ALIASES = {"ecopt-qlognehvi-lite": "ecopt-qlognehvi-r5-raw256-mc64"}
 
 
 def known_method(name: str) -> bool:
-    """A method in :data:`METHODS`, an ``ecopt-qlognehvi-r<R>-raw<N>-mc<S>`` setting or an
-    ``ecopt-qlognehvi-alpha<a>`` one."""
-    return name in METHODS or any(p.fullmatch(name) is not None for p in (_SETTINGS, _ALPHA))
+    """A method in :data:`METHODS`, an ``ecopt-qlognehvi-r<R>-raw<N>-mc<S>`` setting, an
+    ``ecopt-qlognehvi-alpha<a>`` or an ``ecopt-qlognehvi-init<n>`` one."""
+    return name in METHODS or any(p.fullmatch(name) is not None
+                                  for p in (_SETTINGS, _ALPHA, _INIT))
 
 
 def ax_installed() -> bool:
@@ -170,6 +174,8 @@ def _run_ecopt(problem: Problem, method: str, seed: int, budget: int
         sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share, sample_around_best=False)
     elif method == "ecopt-qlognehvi-exact":
         sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share, alpha=0.0)
+    elif (init := _INIT.fullmatch(method)) is not None:
+        sampler = QLogNEHVISampler(seed=seed, n_init=int(init.group(1)), proposal_share=None)
     elif (alpha := _ALPHA.fullmatch(method)) is not None:
         sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share, alpha=float(alpha.group(1)))
     elif method == "ecopt-qlognehvi-dimscaled":
