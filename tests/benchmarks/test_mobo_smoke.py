@@ -125,27 +125,29 @@ def test_qnehvi_method_runs_the_papers_acquisition() -> None:
     assert len(ask_s) == 2  # the model's asks are timed, as qLogNEHVI's are
 
 
-@pytest.mark.parametrize("method, share", [("ecopt-qlognehvi", None),
-                                           ("ecopt-qlognehvi-nosab", None),
-                                           ("ecopt-qlognehvi-economy", 0.25)])
-def test_ecopt_rows_run_full_proposals_unless_named_economy(method: str, share: float | None,
-                                                            monkeypatch) -> None:
+@pytest.mark.parametrize("method, share, n_init", [("ecopt-qlognehvi", None, None),
+                                                   ("ecopt-qlognehvi-nosab", None, None),
+                                                   ("ecopt-qlognehvi-init5", None, 5),
+                                                   ("ecopt-qlognehvi-economy", 0.25, None)])
+def test_ecopt_rows_run_full_proposals_unless_named_economy(
+        method: str, share: float | None, n_init: int | None, monkeypatch) -> None:
     """A test function costs nothing: the default economy rule would economise every
     proposal after the first, so the rows measure full proposals; ``-economy`` the default."""
     from ecopt.samplers import qnehvi
 
-    seen: list[float | None] = []
+    seen: list[tuple[float | None, int | None]] = []
     init = qnehvi.QLogNEHVISampler.__init__
 
     def spy(self, *a, **k):  # type: ignore[no-untyped-def]
         init(self, *a, **k)
-        seen.append(self.proposal_share)
+        seen.append((self.proposal_share, self.n_init))
 
     monkeypatch.setattr(qnehvi.QLogNEHVISampler, "__init__", spy)
     problem = make_problem("branincurrin")
     params, ask_s = mobo._run_ecopt(problem, method, 0, problem.n_init + 3)
     assert mobo.known_method(method) and len(params) == problem.n_init + 3
-    assert seen == [share] and len(ask_s) == 3
+    first = n_init or problem.n_init  # the Sobol design, then model proposals
+    assert seen == [(share, first)] and len(ask_s) == problem.n_init + 3 - first
 
 
 def _fake_run(method: str, seed: int, final_hv: float, budget: int = 8) -> dict:
