@@ -171,18 +171,21 @@ def _run_ecopt(problem: Problem, method: str, seed: int, budget: int
     elif method == "ecopt-qlognehvi-cold":
         sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share, warm_start=False)
     elif method == "ecopt-qlognehvi-nosab":
-        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share, sample_around_best=False)
+        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share,
+                                   sample_around_best=False)
     elif method == "ecopt-qlognehvi-exact":
         sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share, alpha=0.0)
     elif (init := _INIT.fullmatch(method)) is not None:
         sampler = QLogNEHVISampler(seed=seed, n_init=int(init.group(1)), proposal_share=None)
     elif (alpha := _ALPHA.fullmatch(method)) is not None:
-        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share, alpha=float(alpha.group(1)))
+        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share,
+                                   alpha=float(alpha.group(1)))
     elif method == "ecopt-qlognehvi-dimscaled":
         sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share,
                                    lengthscale_prior="dim-scaled")
     elif method == "ecopt-qlognehvi-obsref":
-        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share, ref_point_rule="observed")
+        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share,
+                                   ref_point_rule="observed")
     elif method == "ecopt-qlognehvi-m4alpha":
         sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share, parego_from=5)
     elif method == "ecopt-qlognparego":
