@@ -65,7 +65,10 @@ LEGEND = (
 
 
 def _gemma() -> Any:
-    sys.path.insert(0, str(ROOT / "experiments"))
+    """experiments/gemma_batch.py as a module (imported once per process)."""
+    exp = str(ROOT / "experiments")
+    if exp not in sys.path:
+        sys.path.insert(0, exp)
     from _common import load_script
 
     return load_script("gemma_batch")

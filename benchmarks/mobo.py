@@ -176,7 +176,7 @@ def _run_ecopt(problem: Problem, method: str, seed: int, budget: int
     elif method == "ecopt-qlognehvi-exact":
         sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share, alpha=0.0)
     elif (init := _INIT.fullmatch(method)) is not None:
-        sampler = QLogNEHVISampler(seed=seed, n_init=int(init.group(1)), proposal_share=None)
+        sampler = QLogNEHVISampler(seed=seed, n_init=int(init.group(1)), **share)
     elif (alpha := _ALPHA.fullmatch(method)) is not None:
         sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share,
                                    alpha=float(alpha.group(1)))

@@ -157,7 +157,8 @@ def bo(budget_s: float, seeds: int, base_s: float, span_s: float, dim: int) -> l
     obj = ZDT1Sleep(base_s, span_s)
     # Import BoTorch and fit once before timing, so the first schedule does not pay for it.
     warm = ecopt.Study(_bo_space(dim), _objectives(), sampler=QLogNEHVISampler(
-        n_init=2, num_restarts=2, raw_samples=16, mc_samples=16, proposal_share=None), meter="wallclock")
+        n_init=2, num_restarts=2, raw_samples=16, mc_samples=16, proposal_share=None),
+        meter="wallclock")
     warm.optimize(ZDT1Sleep(0, 0), n_trials=3, show_progress=False)
     out = []
     for name, workers, q, asyn in configs:

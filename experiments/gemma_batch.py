@@ -58,8 +58,8 @@ __all__ = ["payback_tokens", "tokens_for_energy", "evaluations_to_reach", "auto_
            "main"]
 
 #: The optimiser "reaches" the grid's best at this fraction of it (tokens/J is measured, so
-#: the grid's best is itself one noisy reading): the energy-to-the-grid's-best rows and
-#: ``scripts/gpu_check.py``'s verdict use it.
+#: the grid's best is itself one noisy reading): the energy-to-the-grid's-best rows use it
+#: (``scripts/gpu_check.py``'s ``PASS_GRID_FRACTION`` is the same 0.95).
 REACH_FRACTION = 0.95
 
 #: What --quick sets (options given explicitly still win).
