@@ -76,6 +76,9 @@ METHODS: dict[str, str] = {
     "ecopt-qlognparego": "ecopt with qLogNParEGO at every M (parego_from=2)",
     "ecopt-qlognehvi-m4alpha": "ecopt qLogNEHVI over approximate boxes at M = 4 (parego_from=5)",
     "ecopt-qlognehvi-dimscaled": "ecopt qLogNEHVI, q=1, BoTorch's dim-scaled lengthscale prior",
+    "ecopt-qlognehvi-autoprior": "ecopt qLogNEHVI, q=1, each GP fitted under the Gamma and the "
+                                 "dim-scaled prior, the better leave-one-out predictor kept "
+                                 "(lengthscale_prior='auto')",
     "ecopt-qlognehvi-inferref": "ecopt qLogNEHVI, q=1, not told the reference point (it infers "
                                 "one from the observed front, the default rule)",
     "ecopt-qlognehvi-obsref": "ecopt qLogNEHVI, q=1, not told the reference point, inferred "
@@ -180,9 +183,10 @@ def _run_ecopt(problem: Problem, method: str, seed: int, budget: int
     elif (alpha := _ALPHA.fullmatch(method)) is not None:
         sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share,
                                    alpha=float(alpha.group(1)))
-    elif method == "ecopt-qlognehvi-dimscaled":
+    elif method in ("ecopt-qlognehvi-dimscaled", "ecopt-qlognehvi-autoprior"):
         sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share,
-                                   lengthscale_prior="dim-scaled")
+                                   lengthscale_prior="dim-scaled" if method.endswith("scaled")
+                                   else "auto")
     elif method == "ecopt-qlognehvi-obsref":
         sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share,
                                    ref_point_rule="observed")

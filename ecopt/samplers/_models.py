@@ -32,13 +32,17 @@ from typing import Any
 
 from ecopt.trial import TrialRecord
 
-__all__ = ["LENGTHSCALE_PRIORS", "Fitted", "fit_outputs", "load_params", "param_state", "stack",
-           "warm_state"]
+__all__ = ["AUTO_PRIORS", "LENGTHSCALE_PRIORS", "Fitted", "fit_outputs", "load_params",
+           "loo_log_score", "param_state", "stack", "warm_state"]
 
 #: Lengthscale priors of the continuous GPs' RBF kernels: ``"gamma"``, Gamma(3, 6) (mode
-#: 1/3; BoTorch's default before 0.12), or ``"dim-scaled"``, BoTorch's default since 0.12
-#: (log-normal, median ~10 at d = 6; see :mod:`ecopt.samplers.qnehvi` for why not).
-LENGTHSCALE_PRIORS = ("gamma", "dim-scaled")
+#: 1/3; BoTorch's default before 0.12), ``"dim-scaled"``, BoTorch's default since 0.12
+#: (log-normal, median ~10 at d = 6; see :mod:`ecopt.samplers.qnehvi` for why not), or
+#: ``"auto"``: each output fitted under both, the one that predicts its left-out
+#: observations better kept (:func:`loo_log_score`).
+LENGTHSCALE_PRIORS = ("gamma", "dim-scaled", "auto")
+#: The priors ``"auto"`` chooses between.
+AUTO_PRIORS = ("gamma", "dim-scaled")
 
 
 @dataclass
@@ -52,12 +56,15 @@ class Fitted:
         states: Fitted raw hyperparameters per column name (JSON-able).
         fast_path_off: Fast path -> why it was not used (a failure, not a model
             it does not cover).
+        priors: Column name -> the lengthscale prior its GP was fitted under, for the
+            continuous outputs fitted in this call (with ``"auto"``: the one chosen).
     """
 
     models: list[Any]
     model: Any
     states: dict[str, Any]
     fast_path_off: dict[str, str] = field(default_factory=dict)
+    priors: dict[str, str] = field(default_factory=dict)
 
     def public(self) -> Any:
         """The same outputs as BoTorch's ``ModelListGP`` (or the single model)."""
@@ -150,6 +157,36 @@ def stack(models: Sequence[Any], X: Any, Y: Any, Yvar: Any) -> Any | None:
     return batched
 
 
+def loo_log_score(model: Any) -> float:
+    """Mean leave-one-out log predictive density of a fitted exact GP's training targets.
+
+    Each observation is predicted from the others with the fitted hyperparameters
+    (Rasmussen & Williams, 2006, eq. 5.10-5.12, in closed form from one Cholesky
+    factor), in the model's own (standardised) units, so two GPs on the same outcome
+    compare by it whatever their priors. Unlike the marginal likelihood plus the log
+    prior, no prior density enters. ``-inf`` when the covariance is not positive
+    definite.
+    """
+    import torch
+
+    model.train()
+    try:
+        with torch.no_grad():
+            out = model.likelihood(model(*model.train_inputs), *model.train_inputs)
+            K, m = out.covariance_matrix, out.mean.reshape(-1)
+            y = model.train_targets.reshape(-1)
+            L, info = torch.linalg.cholesky_ex(K)
+            if int(info) != 0:
+                return -math.inf
+            Kinv = torch.cholesky_inverse(L)
+            var = 1.0 / torch.diagonal(Kinv)
+            resid = (Kinv @ (y - m)) * var  # y_i - mu_{-i}
+            score = float((-0.5 * torch.log(2 * math.pi * var) - 0.5 * resid ** 2 / var).mean())
+    finally:
+        model.eval()
+    return score if math.isfinite(score) else -math.inf
+
+
 def _why(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
@@ -165,7 +202,13 @@ class _Fitter:
         self.closed_form = closed_form
         self.off: dict[str, str] = {}
 
-    def build(self, y: Any, yvar: Any) -> Any:
+    def priors(self) -> tuple[str, ...]:
+        """The lengthscale priors to fit each output under (one unless ``"auto"``)."""
+        if self.cat_dims:
+            return ("mixed",)
+        return AUTO_PRIORS if self.lengthscale_prior == "auto" else (self.lengthscale_prior,)
+
+    def build(self, y: Any, yvar: Any, prior: str | None = None) -> Any:
         from botorch.models import MixedSingleTaskGP, SingleTaskGP
         from botorch.models.transforms.outcome import Standardize
 
@@ -173,7 +216,7 @@ class _Fitter:
             return MixedSingleTaskGP(self.X, y, cat_dims=self.cat_dims, train_Yvar=yvar,
                                      outcome_transform=Standardize(m=1))
         covar = None
-        if self.lengthscale_prior == "gamma":
+        if (prior or self.priors()[0]) == "gamma":
             from gpytorch.constraints import GreaterThan
             from gpytorch.kernels import RBFKernel
             from gpytorch.priors import GammaPrior
@@ -237,6 +280,9 @@ def fit_outputs(X: Any, Y: Any, Yvar: Any, cat_dims: list[int], names: Sequence[
         closed_form: Use the ``closed_form_fit`` fast path.
         stacked: Use the ``stacked_model`` fast path.
         lengthscale_prior: One of :data:`LENGTHSCALE_PRIORS` (continuous models).
+            ``"auto"`` fits each output under each of :data:`AUTO_PRIORS` (warm start
+            and ``cold_check`` as for one) and keeps the fit with the higher
+            :func:`loo_log_score` (ties: the first, Gamma).
         refit: Optimise the hyperparameters. ``False``: an output with ``warm``
             hyperparameters keeps them as they are (the GP is only conditioned on
             the new data: an economy proposal); the others are fitted.
@@ -248,6 +294,7 @@ def fit_outputs(X: Any, Y: Any, Yvar: Any, cat_dims: list[int], names: Sequence[
                      fit_maxiter)
     models: list[Any] = []
     states: dict[str, Any] = {}
+    priors: dict[str, str] = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for j in range(Y.shape[-1]):
@@ -255,23 +302,29 @@ def fit_outputs(X: Any, Y: Any, Yvar: Any, cat_dims: list[int], names: Sequence[
             yv = None if Yvar is None or bool(torch.isnan(Yvar[:, j]).any()) \
                 else Yvar[:, j:j + 1]
             start = (warm or {}).get(names[j])
-            model = fitter.build(y, yv)
-            if start is not None and load_params(model, start):
-                if not refit:
-                    model.eval()
-                    models.append(model)
-                    states[names[j]] = param_state(model)
-                    continue
-                value = fitter.fit(model, warm_started=True)
-                if cold_check:
-                    cold = fitter.build(y, yv)
-                    if fitter.fit(cold) > value:
-                        model = cold
-            else:
-                fitter.fit(model)
+            candidates: list[tuple[str, Any]] = []
+            for prior in fitter.priors():
+                model = fitter.build(y, yv, prior)
+                if start is not None and load_params(model, start):
+                    if not refit:  # the prior does not enter a prediction
+                        model.eval()
+                        candidates = [(prior, model)]
+                        break
+                    value = fitter.fit(model, warm_started=True)
+                    if cold_check:
+                        cold = fitter.build(y, yv, prior)
+                        if fitter.fit(cold) > value:
+                            model = cold
+                else:
+                    fitter.fit(model)
+                candidates.append((prior, model))
+            prior, model = candidates[0] if len(candidates) == 1 \
+                else max(candidates, key=lambda c: loo_log_score(c[1]))
+            if prior != "mixed" and (refit or start is None):
+                priors[names[j]] = prior
             models.append(model)
             states[names[j]] = param_state(model)
-    out = Fitted(models, None, states, fitter.off)
+    out = Fitted(models, None, states, fitter.off, priors)
     out.model = out.public()
     if stacked and len(models) > 1 and not cat_dims \
             and (Yvar is None or not bool(torch.isnan(Yvar).any())):

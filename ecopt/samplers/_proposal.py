@@ -175,6 +175,7 @@ def model_based(sampler: QLogNEHVISampler, space: SearchSpace, records: Sequence
                                      names=data.names, **fit_kw)
         off.update(fitted.fast_path_off)
         gp_state = fitted.states
+        priors = dict(fitted.priors)
         model, public = fitted.model, fitted.public()
         stacked = model is not public
         constraints = _acquisition.outcome_constraints(
@@ -193,6 +194,7 @@ def model_based(sampler: QLogNEHVISampler, space: SearchSpace, records: Sequence
                                       names=[name], **fit_kw)
             off.update(fit.fast_path_off)
             gp_state.update(fit.states)
+            priors.update(fit.priors)
             label_models[name] = fit.model
         if FEASIBLE in label_models:
             from botorch.models import ModelListGP
@@ -297,6 +299,8 @@ def model_based(sampler: QLogNEHVISampler, space: SearchSpace, records: Sequence
                          "fitted_at": int(X.shape[0]) if refit else fitted_at}}
     if economy:
         info["hyperparameters"] = "optimised" if refit else "kept"
+    if sampler.lengthscale_prior == "auto" and priors:
+        info["lengthscale_priors"] = priors
     if cost is not None:
         info["cost"] = _cost.notes(cost, torch.tensor(to_model(U, enc), dtype=dtype))
     if fails.failures:
