@@ -78,7 +78,11 @@ METHODS: dict[str, str] = {
     "ecopt-qlognehvi-dimscaled": "ecopt qLogNEHVI, q=1, BoTorch's dim-scaled lengthscale prior",
     "ecopt-qlognehvi-autoprior": "ecopt qLogNEHVI, q=1, each GP fitted under the Gamma and the "
                                  "dim-scaled prior, the better leave-one-out predictor kept "
-                                 "(lengthscale_prior='auto')",
+                                 "(lengthscale_prior='auto'), no centre point",
+    "ecopt-qlognehvi-center": "ecopt qLogNEHVI, q=1, the Gamma prior, the initial design "
+                              "starting at the centre of the space (init_center=True)",
+    "ecopt-qlognehvi-autoprior-center": "ecopt qLogNEHVI, q=1, lengthscale_prior='auto' and "
+                                        "init_center=True",
     "ecopt-qlognehvi-inferref": "ecopt qLogNEHVI, q=1, not told the reference point (it infers "
                                 "one from the observed front, the default rule)",
     "ecopt-qlognehvi-obsref": "ecopt qLogNEHVI, q=1, not told the reference point, inferred "
@@ -155,6 +159,15 @@ def initial_design(problem: Problem, seed: int) -> list[dict[str, Any]]:
         problem.space, [], [], n)]
 
 
+#: Ablation rows: method -> (lengthscale_prior, init_center), each set explicitly.
+_PRIOR_CENTRE: dict[str, tuple[str, bool]] = {
+    "ecopt-qlognehvi-dimscaled": ("dim-scaled", False),
+    "ecopt-qlognehvi-autoprior": ("auto", False),
+    "ecopt-qlognehvi-center": ("gamma", True),
+    "ecopt-qlognehvi-autoprior-center": ("auto", True),
+}
+
+
 def _run_ecopt(problem: Problem, method: str, seed: int, budget: int
                ) -> tuple[list[dict[str, Any]], list[float]]:
     import ecopt
@@ -183,10 +196,10 @@ def _run_ecopt(problem: Problem, method: str, seed: int, budget: int
     elif (alpha := _ALPHA.fullmatch(method)) is not None:
         sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share,
                                    alpha=float(alpha.group(1)))
-    elif method in ("ecopt-qlognehvi-dimscaled", "ecopt-qlognehvi-autoprior"):
+    elif method in _PRIOR_CENTRE:
+        prior, centre = _PRIOR_CENTRE[method]
         sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share,
-                                   lengthscale_prior="dim-scaled" if method.endswith("scaled")
-                                   else "auto")
+                                   lengthscale_prior=prior, init_center=centre)
     elif method == "ecopt-qlognehvi-obsref":
         sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share,
                                    ref_point_rule="observed")

@@ -77,6 +77,11 @@ ECONOMY_REFIT_EVERY = (2, 4)
 #: How many of the latest full (non-economy) model proposals and complete trials the
 #: cost ratio is the median of.
 ECONOMY_WINDOW = 3
+#: Before any full model proposal, a full one's cost is predicted as this many times the
+#: median cost of the economy proposals that optimised their hyperparameters: on the NAS
+#: workload a full proposal cost a median 65 J, an economy re-fit one 13 J
+#: (``docs/results/pruning/2026-12-06-economy-512``, 10 seeds).
+FULL_OVER_ECONOMY = 5.0
 
 
 def _cost_of(x: Any, key: str) -> float | None:
@@ -197,21 +202,27 @@ class QLogNEHVISampler(Sampler):
         cost_exponent: Power of the predicted cost in ``[0, 1]`` (1: per joule;
             0: cost ignored, the model still fitted and recorded).
         proposal_share: Keep a proposal's own cost near at most this share of a
-            trial's. When the median of the latest full model proposals' joules
-            (``proposal["search"]``; seconds when the meter reads no energy) is
-            more than ``proposal_share`` times the median of the latest complete
-            trials', the next proposals are economy ones (:data:`ECONOMY`): the
+            trial's. When a full model proposal's joules (``proposal["search"]``;
+            seconds when the meter reads no energy) are more than
+            ``proposal_share`` times the median of the latest complete trials',
+            the next proposals are economy ones (:data:`ECONOMY`). The first model
+            proposal is an economy one; from it a full one's cost is predicted
+            (:data:`FULL_OVER_ECONOMY` times its cost), and once a full one has
+            run, the median of the latest full ones is used
+            (:meth:`economy`). An economy proposal: the
             acquisition is scored on 512 candidates (Sobol points and
             perturbations of the observed Pareto set) instead of optimised, and
             the GP hyperparameters are kept from the last proposal, optimised
             again (warm-started, at most 50 L-BFGS-B iterations) only every
             ``refit_every`` observations (the cost ratio over the share, within
             :data:`ECONOMY_REFIT_EVERY`). Each model proposal records the
-            decision in ``proposal["economy"]`` (the ratio, the share, whether
-            it was active and its settings). Default
+            decision in ``proposal["economy"]`` (its ``basis``: ``"first"``,
+            ``"predicted"`` or ``"measured"``, the ratio, the share, whether it
+            was active and its settings). Default
             :data:`DEFAULT_PROPOSAL_SHARE` (0.25): on CPU-second trials economy
             proposals switch on by themselves, and trials that cost much more
-            than a proposal (GPU-sized) never trigger them. ``None``: full
+            than a proposal (GPU-sized) get full proposals from the second model
+            proposal on. ``None``: full
             proposals always (what a benchmark of the model's sample efficiency
             wants; economy proposals also probe a constraint's boundary less
             closely). On the NAS workload
@@ -231,6 +242,11 @@ class QLogNEHVISampler(Sampler):
             failure probability it was weighted by, the distance to the nearest
             failure). ``"pending"``: failed configurations as pending points
             only (Ax's rule). ``"ignore"``: failed trials are not used.
+        init_center: The initial design's first trial is the centre of the space
+            (each parameter's middle in its encoded scale: the geometric middle of
+            a log range, the middle of an ordered range), as Ax's default
+            strategy starts; the other initial trials stay Sobol points. Its
+            proposal notes say ``"centre": True``.
 
     Example:
         >>> sampler = ecopt.samplers.QLogNEHVISampler(n_init=8, num_restarts=5)
@@ -252,8 +268,11 @@ class QLogNEHVISampler(Sampler):
                  ref_point_rule: str = "front", cost_aware: bool = False,
                  cost_exponent: float = 1.0,
                  proposal_share: float | None = DEFAULT_PROPOSAL_SHARE,
-                 failures: str = "learn") -> None:
+                 failures: str = "learn", init_center: bool = False) -> None:
         super().__init__(seed)
+        if not isinstance(init_center, bool):
+            raise ValueError(f"init_center must be True or False, got init_center={init_center!r}")
+        self.init_center = init_center
         if failures not in FAILURE_RULES:
             raise ValueError(f"failures must be one of {list(FAILURE_RULES)}, "
                              f"got failures={failures!r}")
@@ -324,7 +343,7 @@ class QLogNEHVISampler(Sampler):
                 "cold_refit_every", "warm_ftol", "cold_ftol", "allow_repeats",
                 "dense_posterior", "sample_around_best", "alpha", "parego_from",
                 "lengthscale_prior", "ref_point_rule", "cost_aware", "cost_exponent",
-                "proposal_share", "failures")
+                "proposal_share", "failures", "init_center")
         return {**super().describe(), **{k: getattr(self, k) for k in keys}}
 
     def initial_design_size(self, dim: int) -> tuple[int, str]:
@@ -371,7 +390,14 @@ class QLogNEHVISampler(Sampler):
         info: dict[str, Any] = {"why": why}
         if fallback is not None:
             info["fallback"] = fallback
-        return [Proposal(space.decode(x), "sobol", {"index": i, **info}) for i, x in pts]
+        out = [Proposal(space.decode(x), "sobol", {"index": i, **info}) for i, x in pts]
+        if self.init_center and start == 0 and out and fallback is None:
+            # Ax's default design starts at the centre: it replaces Sobol point 0 (unless a
+            # later point of a discrete space's design is the same configuration)
+            centre = space.decode([0.5] * space.dim)
+            if all(p.params != centre for p in out[1:]):
+                out[0] = Proposal(centre, "sobol", {"index": 0, **info, "centre": True})
+        return out
 
     def _avoid(self, space: SearchSpace, records: Sequence[TrialRecord],
                pending: Sequence[Params]) -> set[tuple[float, ...]] | None:
@@ -507,47 +533,65 @@ class QLogNEHVISampler(Sampler):
     def economy(self, records: Sequence[TrialRecord]) -> dict[str, Any] | None:
         """Whether the next model proposal is an economy one (``proposal_share``).
 
-        A pure function of the history: the median cost of the latest
-        :data:`ECONOMY_WINDOW` full model proposals of this sampler (economy
-        ones are left out, so the decision does not flip back once they are
-        cheap) against the median cost of the latest complete trials, in
-        joules when every one of them read energy, else in seconds.
+        A pure function of the history. The cost of a full proposal is the
+        median cost of the latest :data:`ECONOMY_WINDOW` full model proposals
+        of this sampler (``basis: "measured"``; economy ones are left out, so
+        the decision does not flip back once they are cheap). Before any full
+        one it is predicted: :data:`FULL_OVER_ECONOMY` times the median cost of
+        the latest economy proposals that optimised their hyperparameters
+        (``basis: "predicted"``); the very first model proposal is an economy
+        one (``basis: "first"``), so cheap trials never pay for a full one.
+        That cost is compared with the median cost of the latest complete
+        trials, in joules when every one of them read energy, else in seconds.
 
         Returns:
             The notes kept in ``proposal["economy"]``, or ``None`` without
-            ``proposal_share`` or before a full proposal and a complete trial
-            have costs to compare.
+            ``proposal_share``, before a complete trial, or when the costs to
+            compare were not read.
         """
         if self.proposal_share is None:
             return None
         ordered = sorted(records, key=lambda r: r.number)
-        full = [r for r in ordered if r.proposed_by == self.name and isinstance(
-            r.proposal, dict) and isinstance(r.proposal.get("search"), dict)
-            and not (r.proposal.get("economy") or {}).get("active")][-ECONOMY_WINDOW:]
         done = [r for r in ordered if r.state is TrialState.COMPLETE][-ECONOMY_WINDOW:]
-        if not full or not done:
+        mine = [r for r in ordered if r.proposed_by == self.name and isinstance(
+            r.proposal, dict) and isinstance(r.proposal.get("search"), dict)]
+        full = [r for r in mine if not (r.proposal.get("economy") or {}).get("active")]
+        refits = [r for r in mine if (r.proposal.get("economy") or {}).get("active")
+                  and r.proposal["economy"].get("hyperparameters") == "optimised"]
+        if not done:
             return None
+        if not full and not refits:
+            if any(r.proposed_by == self.name and isinstance(r.proposal, dict)
+                   and "economy" in r.proposal for r in ordered):
+                return None  # model proposals whose costs were not read: no basis
+            return {"active": True, "basis": "first", "proposal_share": self.proposal_share,
+                    "settings": self._economy_settings(ECONOMY_REFIT_EVERY[0])}
+        basis, scale = ("measured", 1.0) if full else ("predicted", FULL_OVER_ECONOMY)
+        sample = (full or refits)[-ECONOMY_WINDOW:]
         for unit, key in (("J", "energy_j"), ("s", "duration_s")):
-            prop = [_cost_of(r.proposal["search"], key) for r in full]
+            prop = [_cost_of(r.proposal["search"], key) for r in sample]
             trial = [_cost_of(r, key) for r in done]
             if all(v is not None for v in prop + trial):
                 break
         else:
             return None
-        p = _median([v for v in prop if v is not None])
+        p = scale * _median([v for v in prop if v is not None])
         t = _median([v for v in trial if v is not None])
         ratio = p / t
         active = ratio > self.proposal_share
-        out: dict[str, Any] = {"active": active, "ratio": round(ratio, 4),
+        out: dict[str, Any] = {"active": active, "basis": basis, "ratio": round(ratio, 4),
                                "proposal_share": self.proposal_share, "unit": unit,
                                "full_proposal": round(p, 6), "trial": round(t, 6)}
         if active:
             lo, hi = ECONOMY_REFIT_EVERY
-            out["settings"] = {"raw_samples": min(ECONOMY["raw_samples"], self.raw_samples),
-                               "fit_maxiter": ECONOMY["fit_maxiter"],
-                               "refit_every": min(hi, max(lo, math.ceil(
-                                   ratio / self.proposal_share)))}
+            out["settings"] = self._economy_settings(
+                min(hi, max(lo, math.ceil(ratio / self.proposal_share))))
         return out
+
+    def _economy_settings(self, refit_every: int) -> dict[str, Any]:
+        """An economy proposal's settings (:data:`ECONOMY`; a user's lower raw_samples stays)."""
+        return {"raw_samples": min(ECONOMY["raw_samples"], self.raw_samples),
+                "fit_maxiter": ECONOMY["fit_maxiter"], "refit_every": refit_every}
 
     def improvement_bound(self, space: SearchSpace, records: Sequence[TrialRecord],
                           beta: float | None = None, delta: float = 0.1,

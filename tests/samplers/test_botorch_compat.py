@@ -16,7 +16,9 @@ import ecopt
 from ecopt.samplers import FallbackWarning, QLogNEHVISampler
 from ecopt.samplers import _botorch_compat as compat
 
-FAST = {"num_restarts": 2, "raw_samples": 32, "mc_samples": 16, "maxiter": 30}
+# The full proposal path (gradient steps through BoTorch's optimiser) is what these tests watch.
+FAST = {"num_restarts": 2, "raw_samples": 32, "mc_samples": 16, "maxiter": 30,
+        "proposal_share": None}
 OBJS = [ecopt.Objective("f1", "min"), ecopt.Objective("f2", "min")]
 SPACE = ecopt.SearchSpace({"a": ecopt.Float(0.0, 1.0), "b": ecopt.Float(0.0, 1.0),
                            "c": ecopt.Float(0.0, 1.0)})

@@ -18,7 +18,9 @@ from ecopt.meters.base import ComponentEnergy, Meter
 from ecopt.samplers import QLogNEHVISampler, QNEHVISampler, _cost, get_sampler
 from ecopt.samplers._encoding import encoding, to_model
 
-FAST = {"num_restarts": 2, "raw_samples": 64, "mc_samples": 32, "maxiter": 50}
+# Full proposals: these tests watch the acquisition optimiser.
+FAST = {"num_restarts": 2, "raw_samples": 64, "mc_samples": 32, "maxiter": 50,
+        "proposal_share": None}
 SPACE = ecopt.SearchSpace({"x": ecopt.Float(0, 1), "y": ecopt.Float(0, 1)})
 OBJS = [ecopt.Objective("f1", "min"), ecopt.Objective("f2", "min")]
 

@@ -8,7 +8,7 @@ import pytest
 
 import ecopt
 from ecopt.samplers import QLogNEHVISampler
-from ecopt.samplers.qnehvi import ECONOMY, ECONOMY_REFIT_EVERY
+from ecopt.samplers.qnehvi import ECONOMY, ECONOMY_REFIT_EVERY, FULL_OVER_ECONOMY
 
 SPACE = ecopt.SearchSpace({"x": ecopt.Float(0.0, 1.0), "y": ecopt.Float(0.0, 1.0)})
 OBJS = [ecopt.Objective("f1", "min"), ecopt.Objective("f2", "min")]
@@ -31,25 +31,30 @@ def test_cheap_trials_make_economy_proposals(cheap_study):
     study, _ = cheap_study
     model = [r for r in study.records if r.proposed_by == "qlognehvi"]
     assert len(model) == 4
-    # The first model proposal has no full proposal to compare with yet.
-    assert "economy" not in model[0].proposal
+    # The first model proposal is an economy one: no full proposal has been paid for, and
+    # cheap trials never pay for one.
+    first = model[0].proposal
+    assert first["economy"]["active"] and first["economy"]["basis"] == "first"
+    assert first["economy"]["hyperparameters"] == "optimised"  # nothing to keep yet
+    assert first["optimiser"] == "scored"
     for r in model[1:]:
         e = r.proposal["economy"]
         # microsecond trials against proposals of a tenth of a second or more (wallclock meter:
-        # no energy, so seconds)
+        # no energy, so seconds); a full proposal's cost predicted from the economy one
+        # that optimised its hyperparameters
         assert e["active"] and e["unit"] == "s" and e["ratio"] > 0.25, e
+        assert e["basis"] == "predicted"
+        assert e["full_proposal"] == pytest.approx(
+            FULL_OVER_ECONOMY * first["search"]["duration_s"], rel=1e-3)
         # the user's 96 raw samples are more than none, fewer than ECONOMY's: they stay;
         # trials thousands of times cheaper than a proposal: the longest refit interval
         assert e["settings"] == {"raw_samples": 96, "fit_maxiter": 50,
                                  "refit_every": ECONOMY_REFIT_EVERY[1]}
-        assert e["full_proposal"] == pytest.approx(model[0].proposal["search"]["duration_s"],
-                                                   rel=1e-3)
-        # scored, not optimised; the full proposal's hyperparameters are kept as they are
+        # scored, not optimised; the first proposal's hyperparameters are kept as they are
         assert r.proposal["optimiser"] == "scored" and 0 < r.proposal["n_candidates"] <= 96
         assert e["hyperparameters"] == "kept"
-        assert r.proposal["gp_state"]["fitted_at"] == model[0].proposal["n_observations"]
-        assert r.proposal["gp_state"]["params"] == model[0].proposal["gp_state"]["params"]
-    assert model[0].proposal["optimiser"] == "continuous"
+        assert r.proposal["gp_state"]["fitted_at"] == first["n_observations"]
+        assert r.proposal["gp_state"]["params"] == first["gp_state"]["params"]
 
 
 def test_costly_trials_leave_proposals_unchanged(cheap_study):
@@ -57,8 +62,18 @@ def test_costly_trials_leave_proposals_unchanged(cheap_study):
     slow = [dataclasses.replace(r, duration_s=1000.0) for r in study.records]
     e = sampler.economy(slow)
     assert e is not None and not e["active"] and "settings" not in e
+    assert e["basis"] == "predicted" and e["ratio"] < 0.25
     got = sampler.propose(study.space, slow, [], 1)[0]
     assert got.info["economy"]["active"] is False
+    assert got.info["optimiser"] == "continuous"  # a full proposal: gradient steps
+    # once a full proposal is on record, its measured cost decides
+    i = next(i for i, r in enumerate(slow) if r.proposed_by == "qlognehvi")
+    slow[i] = dataclasses.replace(slow[i], proposal={**slow[i].proposal, "economy": {
+        "active": False}})
+    e = sampler.economy(slow)
+    assert e["basis"] == "measured" and not e["active"]
+    assert e["full_proposal"] == pytest.approx(slow[i].proposal["search"]["duration_s"],
+                                               rel=1e-3)
     # the sampler's own settings are back after an economy proposal
     assert (sampler.num_restarts, sampler.raw_samples, sampler.maxiter, sampler.warm_start) \
         == (4, 96, 60, False)
@@ -96,7 +111,8 @@ def test_economy_reoptimises_every_refit_every_observations(monkeypatch):
     model = [r.proposal for r in study.records if r.proposed_by == "qlognehvi"]
     got = [(p["n_observations"], p["economy"]["hyperparameters"], p["gp_state"]["fitted_at"])
            for p in model[1:]]
-    # the full proposal fitted at 3 observations; then kept (4), optimised (5), kept (6), ...
+    # the first (economy) proposal fitted at 3 observations; then kept (4), optimised (5), ...
+    assert model[0]["economy"]["basis"] == "first" and model[0]["gp_state"]["fitted_at"] == 3
     assert got == [(4, "kept", 3), (5, "optimised", 5), (6, "kept", 5), (7, "optimised", 7)]
     assert model[2]["gp_state"]["params"] != model[1]["gp_state"]["params"]
 
@@ -142,7 +158,7 @@ def test_economy_is_the_default_for_cheap_trials():
     study = ecopt.Study(SPACE, OBJS, sampler=sampler, seed=2, meter="wallclock")
     study.optimize(f, n_trials=5, show_progress=False)
     model = [r.proposal for r in study.records if r.proposed_by == "qlognehvi"]
-    assert "economy" not in model[0] and model[1]["economy"]["active"]
+    assert model[0]["economy"]["basis"] == "first" and model[1]["economy"]["active"]
     assert model[1]["economy"]["proposal_share"] == 0.25 and model[1]["optimiser"] == "scored"
     # the named sampler a Study builds by default is the same
     assert ecopt.Study(SPACE, OBJS, meter="wallclock").sampler.proposal_share == 0.25

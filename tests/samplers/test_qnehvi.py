@@ -9,7 +9,9 @@ import pytest
 import ecopt
 from ecopt.samplers import QLogNEHVISampler, QNEHVISampler
 
-FAST = {"num_restarts": 2, "raw_samples": 64, "mc_samples": 32, "maxiter": 50}
+# Full proposals: these tests watch the acquisition optimiser.
+FAST = {"num_restarts": 2, "raw_samples": 64, "mc_samples": 32, "maxiter": 50,
+        "proposal_share": None}
 
 MIXED = ecopt.SearchSpace({"x": ecopt.Float(0, 1), "k": ecopt.Int(1, 8),
                            "c": ecopt.Categorical(["a", "b", "c"]), "e": ecopt.Fixed(0)})
@@ -91,7 +93,7 @@ def test_outcome_constraints_steer_proposals():
     # Full proposals (optimised acquisition): economy ones score a candidate set and probe
     # the boundary less closely (one of seven went to x = 0.98 in a run of this study).
     s = ecopt.Study(space, objs, constraints=[ecopt.Constraint("latency_ms", "<=", 40)],
-                    sampler=QLogNEHVISampler(n_init=6, proposal_share=None, **FAST),
+                    sampler=QLogNEHVISampler(n_init=6, **FAST),
                     meter="wallclock", seed=1)
     s.optimize(f, n_trials=13)
     bo = [r for r in s.records if r.proposed_by == "qlognehvi"]

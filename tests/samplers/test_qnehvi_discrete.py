@@ -11,7 +11,9 @@ import ecopt
 from ecopt.samplers import QLogNEHVISampler, _discrete
 from ecopt.samplers.random import sobol_points
 
-FAST = {"num_restarts": 2, "raw_samples": 64, "mc_samples": 32, "maxiter": 50}
+# Full proposals: these tests watch the acquisition optimiser.
+FAST = {"num_restarts": 2, "raw_samples": 64, "mc_samples": 32, "maxiter": 50,
+        "proposal_share": None}
 OBJS = [ecopt.Objective("f1", "min"), ecopt.Objective("f2", "min")]
 # 4 x 3 x 2 = 24 configurations: ordered categorical, stepped int, unordered categorical.
 SPACE = ecopt.SearchSpace({"b": ecopt.Categorical([8, 16, 32, 64], ordered=True),
@@ -51,8 +53,7 @@ def test_every_configuration_once_before_any_repeat():
 
 def test_allow_repeats_lets_the_acquisition_repeat():
     # full proposals: the acquisition's own choice of a repeat, model refitted every step
-    sampler = QLogNEHVISampler(n_init=4, seed=3, allow_repeats=True, proposal_share=None,
-                               **FAST)
+    sampler = QLogNEHVISampler(n_init=4, seed=3, allow_repeats=True, **FAST)
     assert sampler.describe()["allow_repeats"] is True
     s = ecopt.Study(SPACE, OBJS, sampler=sampler, meter="wallclock", seed=3)
     s.optimize(f, n_trials=16)
