@@ -94,3 +94,30 @@ def test_auto_is_recorded_in_each_model_proposal():
 def test_a_bad_prior_names_the_choices():
     with pytest.raises(ValueError, match="lengthscale_prior must be one of.*'auto'.*got 'wide'"):
         QLogNEHVISampler(lengthscale_prior="wide")
+
+
+MIXED = ecopt.SearchSpace({"lr": ecopt.Float(1e-4, 1e-1, log=True), "w": ecopt.Int(1, 9),
+                           "act": ecopt.Categorical(["relu", "tanh", "gelu"]),
+                           "k": ecopt.Fixed(3)})
+
+
+def test_init_center_starts_the_design_at_the_centre():
+    sampler = QLogNEHVISampler(seed=0, n_init=4, init_center=True)
+    plain = QLogNEHVISampler(seed=0, n_init=4, init_center=False)
+    got, ref = sampler.propose(MIXED, [], [], 4), plain.propose(MIXED, [], [], 4)
+    assert got[0].params["lr"] == pytest.approx(10 ** -2.5)  # the geometric middle
+    assert got[0].params["w"] == 5 and got[0].params["k"] == 3
+    assert got[0].proposed_by == "sobol" and got[0].info["centre"] is True
+    # the rest of the design is the plain one's
+    assert [p.params for p in got[1:]] == [p.params for p in ref[1:]]
+    assert not any(p.info.get("centre") for p in got[1:] + ref)
+    # only the study's first trial: a later design point is never the centre
+    later = sampler.propose(MIXED, [], [got[0].params], 2)
+    assert not any(p.info.get("centre") for p in later)
+    assert sampler.describe()["init_center"] is True
+
+
+@pytest.mark.parametrize("bad", [1, "yes", None])
+def test_init_center_must_be_a_bool(bad):
+    with pytest.raises(ValueError, match="init_center must be True or False"):
+        QLogNEHVISampler(init_center=bad)
