@@ -63,7 +63,8 @@ REFERENCE_METHOD = "ecopt-qlognehvi"
 COLLAPSE_FRACTION = 0.35
 #: Method name -> short description (the order of the report's rows).
 METHODS: dict[str, str] = {
-    "ecopt-qlognehvi": "ecopt qLogNEHVI, q=1 (default settings: 10 restarts, 256 raw, 64 MC), "
+    "ecopt-qlognehvi": "ecopt qLogNEHVI, q=1 (default settings: 10 restarts, 256 raw, 64 MC, "
+                       "lengthscale_prior='auto', init_center=True), "
                        "full proposals (proposal_share=None; every ecopt-qlognehvi* row too)",
     "ecopt-qlognehvi-economy": "ecopt qLogNEHVI with the default economy rule "
                                "(proposal_share=0.25): on a test function every proposal "
@@ -75,7 +76,11 @@ METHODS: dict[str, str] = {
     "ecopt-qlognehvi-exact": "ecopt qLogNEHVI, q=1, exact box decompositions at every M (alpha=0)",
     "ecopt-qlognparego": "ecopt with qLogNParEGO at every M (parego_from=2)",
     "ecopt-qlognehvi-m4alpha": "ecopt qLogNEHVI over approximate boxes at M = 4 (parego_from=5)",
-    "ecopt-qlognehvi-dimscaled": "ecopt qLogNEHVI, q=1, BoTorch's dim-scaled lengthscale prior",
+    "ecopt-qlognehvi-gamma": "ecopt qLogNEHVI, q=1, the Gamma(3, 6) lengthscale prior and a "
+                             "plain Sobol design (the defaults before lengthscale_prior='auto' "
+                             "and init_center=True)",
+    "ecopt-qlognehvi-dimscaled": "ecopt qLogNEHVI, q=1, BoTorch's dim-scaled lengthscale prior, "
+                                 "no centre point",
     "ecopt-qlognehvi-autoprior": "ecopt qLogNEHVI, q=1, each GP fitted under the Gamma and the "
                                  "dim-scaled prior, the better leave-one-out predictor kept "
                                  "(lengthscale_prior='auto'), no centre point",
@@ -161,6 +166,7 @@ def initial_design(problem: Problem, seed: int) -> list[dict[str, Any]]:
 
 #: Ablation rows: method -> (lengthscale_prior, init_center), each set explicitly.
 _PRIOR_CENTRE: dict[str, tuple[str, bool]] = {
+    "ecopt-qlognehvi-gamma": ("gamma", False),
     "ecopt-qlognehvi-dimscaled": ("dim-scaled", False),
     "ecopt-qlognehvi-autoprior": ("auto", False),
     "ecopt-qlognehvi-center": ("gamma", True),

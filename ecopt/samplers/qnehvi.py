@@ -173,11 +173,19 @@ class QLogNEHVISampler(Sampler):
             objectives it reached a higher hypervolume in docs/benchmarks.md).
             With ``parego_from=5``, four objectives use qLogNEHVI over
             approximate box decompositions (``alpha``).
-        lengthscale_prior: ``"gamma"`` (default): Gamma(3, 6) on the RBF
-            lengthscales, BoTorch's prior before 0.12. ``"dim-scaled"``:
-            BoTorch's default since, whose long lengthscales made near-linear
-            models that sent DTLZ2 proposals to the cube's corners for good on 2
-            of 20 seeds (docs/benchmarks.md, "Collapses").
+        lengthscale_prior: ``"auto"`` (default): each continuous GP is fitted
+            under both priors below and the fit whose leave-one-out predictions
+            of its own observations are more probable is kept
+            (:func:`ecopt.samplers._models.loo_log_score`; recorded per outcome in
+            ``proposal["lengthscale_priors"]``); it costs a second fit per
+            outcome. ``"gamma"``: Gamma(3, 6) on the RBF lengthscales, BoTorch's
+            prior before 0.12, which keeps models local (short lengthscales) and
+            loses hypervolume on smooth objectives (ZDT1, VehicleSafety).
+            ``"dim-scaled"``: BoTorch's default since, whose long lengthscales
+            made near-linear models that sent DTLZ2 proposals to the cube's
+            corners for good on 2 of 20 seeds without a centre point
+            (docs/benchmarks.md, "Collapses"). Mixed models (categorical
+            parameters) keep BoTorch's own kernel.
         ref_point_rule: How the reference point is inferred for an objective
             without a threshold. ``"front"`` (default): the observed Pareto
             front's nadir minus 10% of the front's range (BoTorch's
@@ -242,11 +250,12 @@ class QLogNEHVISampler(Sampler):
             failure probability it was weighted by, the distance to the nearest
             failure). ``"pending"``: failed configurations as pending points
             only (Ax's rule). ``"ignore"``: failed trials are not used.
-        init_center: The initial design's first trial is the centre of the space
+        init_center: ``True`` (default): the initial design's first trial is the
+            centre of the space
             (each parameter's middle in its encoded scale: the geometric middle of
             a log range, the middle of an ordered range), as Ax's default
             strategy starts; the other initial trials stay Sobol points. Its
-            proposal notes say ``"centre": True``.
+            proposal notes say ``"centre": True``. ``False``: Sobol points only.
 
     Example:
         >>> sampler = ecopt.samplers.QLogNEHVISampler(n_init=8, num_restarts=5)
@@ -264,11 +273,11 @@ class QLogNEHVISampler(Sampler):
                  warm_ftol: float = 1e-6, cold_ftol: float | None = 1e-6,
                  allow_repeats: bool = False, dense_posterior: bool = True,
                  sample_around_best: bool = True, alpha: float | None = None,
-                 parego_from: int = 4, lengthscale_prior: str = "gamma",
+                 parego_from: int = 4, lengthscale_prior: str = "auto",
                  ref_point_rule: str = "front", cost_aware: bool = False,
                  cost_exponent: float = 1.0,
                  proposal_share: float | None = DEFAULT_PROPOSAL_SHARE,
-                 failures: str = "learn", init_center: bool = False) -> None:
+                 failures: str = "learn", init_center: bool = True) -> None:
         super().__init__(seed)
         if not isinstance(init_center, bool):
             raise ValueError(f"init_center must be True or False, got init_center={init_center!r}")

@@ -18,9 +18,10 @@ from ecopt.meters.base import ComponentEnergy, Meter
 from ecopt.samplers import QLogNEHVISampler, QNEHVISampler, _cost, get_sampler
 from ecopt.samplers._encoding import encoding, to_model
 
-# Full proposals: these tests watch the acquisition optimiser.
+# Full proposals: these tests watch the acquisition optimiser; one lengthscale prior: they
+# count fits (one per outcome) and compare with and without the cost under one model.
 FAST = {"num_restarts": 2, "raw_samples": 64, "mc_samples": 32, "maxiter": 50,
-        "proposal_share": None}
+        "proposal_share": None, "lengthscale_prior": "gamma"}
 SPACE = ecopt.SearchSpace({"x": ecopt.Float(0, 1), "y": ecopt.Float(0, 1)})
 OBJS = [ecopt.Objective("f1", "min"), ecopt.Objective("f2", "min")]
 

@@ -84,11 +84,15 @@ def test_auto_is_recorded_in_each_model_proposal():
         assert set(p["lengthscale_priors"].values()) <= set(AUTO_PRIORS)
     # the fixed priors record nothing extra
     fixed = QLogNEHVISampler(n_init=4, num_restarts=2, raw_samples=32, maxiter=30,
-                             proposal_share=None)
+                             proposal_share=None, lengthscale_prior="gamma")
     study = ecopt.Study(space, objs, sampler=fixed, seed=0, meter="wallclock")
     study.optimize(lambda t: {"f1": t["x"], "f2": t["y"]}, n_trials=5, show_progress=False)
     assert all("lengthscale_priors" not in r.proposal for r in study.records
                if r.proposed_by == "qlognehvi")
+
+
+def test_auto_is_the_default():
+    assert QLogNEHVISampler().lengthscale_prior == "auto"
 
 
 def test_a_bad_prior_names_the_choices():
@@ -102,7 +106,8 @@ MIXED = ecopt.SearchSpace({"lr": ecopt.Float(1e-4, 1e-1, log=True), "w": ecopt.I
 
 
 def test_init_center_starts_the_design_at_the_centre():
-    sampler = QLogNEHVISampler(seed=0, n_init=4, init_center=True)
+    assert QLogNEHVISampler().init_center is True  # the default
+    sampler = QLogNEHVISampler(seed=0, n_init=4)
     plain = QLogNEHVISampler(seed=0, n_init=4, init_center=False)
     got, ref = sampler.propose(MIXED, [], [], 4), plain.propose(MIXED, [], [], 4)
     assert got[0].params["lr"] == pytest.approx(10 ** -2.5)  # the geometric middle

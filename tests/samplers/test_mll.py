@@ -183,7 +183,8 @@ def test_sampler_fits_through_botorch_with_the_closed_form_closure(monkeypatch):
     objectives = [ecopt.Objective("f1", "min"), ecopt.Objective("f2", "min")]
 
     space = ecopt.SearchSpace({"a": ecopt.Float(0.0, 1.0), "b": ecopt.Float(0.0, 1.0)})
-    sampler = QLogNEHVISampler(seed=0, n_init=2, num_restarts=2, raw_samples=16, mc_samples=8)
+    sampler = QLogNEHVISampler(seed=0, n_init=2, num_restarts=2, raw_samples=16, mc_samples=8,
+                               lengthscale_prior="gamma")  # one fit per outcome
     sampler.bind(objectives, [], 0)
     props = sampler.propose(space, _study_records(space, 8), [], 1)
     assert props[0].proposed_by == sampler.name
