@@ -152,15 +152,17 @@ def _observe(problem: Problem, params: dict[str, Any], seed: int, k: int) -> np.
 
 
 def initial_design(problem: Problem, seed: int) -> list[dict[str, Any]]:
-    """The ``n_init`` Sobol configurations ecopt's qLogNEHVI starts from (for ``seed``).
+    """The ``n_init`` Sobol configurations ecopt's qLogNEHVI starts from (for ``seed``), as a
+    plain Sobol design (``init_center=False``, the protocol's shared design).
 
-    Given to every method that takes an initial design, so all start alike. In a fully
+    Given to every method that takes an initial design, so all start alike (ecopt's
+    default replaces the first by the centre of the space). In a fully
     discrete space (Zeus) ecopt's design skips configurations it already has.
     """
     from ecopt.samplers import QLogNEHVISampler
 
     n = problem.n_init
-    return [p.params for p in QLogNEHVISampler(seed=seed, n_init=n).propose(
+    return [p.params for p in QLogNEHVISampler(seed=seed, n_init=n, init_center=False).propose(
         problem.space, [], [], n)]
 
 

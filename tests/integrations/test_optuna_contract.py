@@ -106,7 +106,7 @@ def mixed_values(p: dict[str, Any]) -> tuple[float, float]:
 
 
 # -- reseed_rng and reproducibility ----------------------------------------------------------
-def test_reseed_rng_changes_the_first_trial_and_the_design_but_not_the_seed():
+def test_reseed_rng_changes_the_design_but_not_the_seed():
     def first_three(sampler: EcoptSampler) -> list[dict[str, Any]]:
         study = new_study(sampler)
         study.optimize(mixed, n_trials=3)  # the first trial and the Sobol design: no model
@@ -118,7 +118,8 @@ def test_reseed_rng_changes_the_first_trial_and_the_design_but_not_the_seed():
     reseeded.reseed_rng()
     other = first_three(reseeded)
     assert reseeded.seed == 1  # what was given stays readable
-    assert all(a != b for a, b in zip(base, other))
+    assert base[0] == other[0]  # the first trial is the centre of the space, for any seed
+    assert all(a != b for a, b in zip(base[1:], other[1:]))
     again = EcoptSampler(seed=1, **FAST)
     again.reseed_rng()
     assert first_three(again) != other  # each reseed draws a fresh seed

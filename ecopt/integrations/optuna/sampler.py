@@ -284,6 +284,9 @@ class EcoptSampler(BaseSampler):
                     and "fixed_params" not in trial.system_attrs:
                 storage.set_trial_system_attr(trial._trial_id, PROPOSED_BY_KEY, "sobol")
                 storage.set_trial_system_attr(trial._trial_id, PROPOSAL_KEY, {
+                    "why": "initial design: the first trial (the centre of the space, each "
+                           "parameter as the trial suggests it)", "index": 0, "centre": True}
+                    if self._inner.init_center else {
                     "why": "initial design: the first trial (Sobol point 0, each parameter "
                            "as the trial suggests it)", "index": 0})
             return {}
@@ -361,7 +364,9 @@ class EcoptSampler(BaseSampler):
 
     def _first_point(self, trial: FrozenTrial, param_name: str,
                      distribution: BaseDistribution) -> Any:
-        """The first trial's value of a parameter: Sobol point 0 of the design.
+        """The first trial's value of a parameter: the centre of its range
+        (``init_center``, the default, as an ``ecopt.Study`` starts), else Sobol
+        point 0 of the design.
 
         Before any trial completes there is no search space, so Optuna asks for
         each parameter alone. Coordinate ``j`` of the scrambled Sobol point 0
@@ -371,7 +376,8 @@ class EcoptSampler(BaseSampler):
         the design's later points (Sobol indices 1, 2...) stay spread around it.
         """
         j = sum(not d.single() for d in trial.distributions.values())  # as the space has them
-        u = float(sobol_points(j + 1, self._seed_now, 0, 1)[0][j])
+        u = 0.5 if self._inner.init_center \
+            else float(sobol_points(j + 1, self._seed_now, 0, 1)[0][j])
         space, codecs = sampler_space({param_name: distribution})
         return codecs[param_name].to_optuna(space.decode([u])[param_name])
 
