@@ -179,8 +179,11 @@ def _nas_ecopt(problem: Any, region: ArchRegion, method: str, seed: int, budget:
     from benchmarks.nas_curves import trial_row
 
     rule = {"ecopt": "learn", "ecopt-pending": "pending", "ecopt-before": "ignore"}[method]
+    # Full proposals, the Gamma prior and a plain Sobol design: the settings of the recorded
+    # runs, and the design every method of this benchmark shares.
     sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, failures=rule,
-                               proposal_share=None)  # full proposals, as recorded
+                               proposal_share=None, lengthscale_prior="gamma",
+                               init_center=False)
     study = ecopt.Study(problem.space, problem.objectives, storage=None, meter="estimate",
                         sampler=sampler, seed=seed)
     objective = problem.objective
@@ -268,8 +271,11 @@ def _ecopt(problem: Problem, region: Region, method: str, seed: int, budget: int
     from ecopt.samplers import QLogNEHVISampler
 
     rule = {"ecopt": "learn", "ecopt-pending": "pending", "ecopt-before": "ignore"}[method]
+    # Full proposals, the Gamma prior and a plain Sobol design: the settings of the recorded
+    # runs, and the design every method of this benchmark shares.
     sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, failures=rule,
-                               proposal_share=None)  # full proposals, as recorded
+                               proposal_share=None, lengthscale_prior="gamma",
+                               init_center=False)
     study = ecopt.Study(problem.space, problem.objectives(True), sampler=sampler,
                         meter="wallclock", seed=seed)
     names = problem.objective_names
