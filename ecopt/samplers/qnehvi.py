@@ -234,9 +234,9 @@ class QLogNEHVISampler(Sampler):
             proposals always (what a benchmark of the model's sample efficiency
             wants; economy proposals also probe a constraint's boundary less
             closely). On the NAS workload
-            (``docs/results/pruning/2026-12-06-economy-512``, 10 paired seeds)
-            the default cut the proposals' estimated joules 9.1x, to 0.27 of the
-            trials', and kept 1.05 of the final hypervolume (p = 0.55 that it
+            (``docs/results/pruning/2026-12-06-economy-first``, 10 paired seeds)
+            the default cut the proposals' estimated joules 12.8x, to 0.16 of the
+            trials', and kept 1.08 of the final hypervolume (p = 0.91 that it
             is lower).
         failures: What failed trials teach the model (:mod:`ecopt._failures`).
             ``"learn"`` (default): every failed configuration (and every trial
