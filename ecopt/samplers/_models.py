@@ -303,12 +303,13 @@ def fit_outputs(X: Any, Y: Any, Yvar: Any, cat_dims: list[int], names: Sequence[
                 else Yvar[:, j:j + 1]
             start = (warm or {}).get(names[j])
             candidates: list[tuple[str, Any]] = []
+            kept = False  # hyperparameters kept as they were (no fit, no prior chosen)
             for prior in fitter.priors():
                 model = fitter.build(y, yv, prior)
                 if start is not None and load_params(model, start):
                     if not refit:  # the prior does not enter a prediction
                         model.eval()
-                        candidates = [(prior, model)]
+                        candidates, kept = [(prior, model)], True
                         break
                     value = fitter.fit(model, warm_started=True)
                     if cold_check:
@@ -320,7 +321,7 @@ def fit_outputs(X: Any, Y: Any, Yvar: Any, cat_dims: list[int], names: Sequence[
                 candidates.append((prior, model))
             prior, model = candidates[0] if len(candidates) == 1 \
                 else max(candidates, key=lambda c: loo_log_score(c[1]))
-            if prior != "mixed" and (refit or start is None):
+            if prior != "mixed" and not kept:
                 priors[names[j]] = prior
             models.append(model)
             states[names[j]] = param_state(model)

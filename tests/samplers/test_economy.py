@@ -37,6 +37,9 @@ def test_cheap_trials_make_economy_proposals(cheap_study):
     assert first["economy"]["active"] and first["economy"]["basis"] == "first"
     assert first["economy"]["hyperparameters"] == "optimised"  # nothing to keep yet
     assert first["optimiser"] == "scored"
+    # the default per-fit prior: chosen where the hyperparameters were fitted, not where kept
+    assert set(first["lengthscale_priors"]) == {"f1", "f2"}
+    assert all("lengthscale_priors" not in r.proposal for r in model[1:])
     for r in model[1:]:
         e = r.proposal["economy"]
         # microsecond trials against proposals of a tenth of a second or more (wallclock meter:
