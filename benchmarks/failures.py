@@ -171,19 +171,23 @@ class ArchRegion:
                 "measured_share": round(self.measured_share, 4)}
 
 
+def _recorded_sampler(method: str, seed: int, n_init: int) -> Any:
+    """The ecopt method's sampler with the recorded runs' settings: full proposals, the
+    Gamma prior and a plain Sobol design (the design every method of this benchmark shares)."""
+    from ecopt.samplers import QLogNEHVISampler
+
+    rule = {"ecopt": "learn", "ecopt-pending": "pending", "ecopt-before": "ignore"}[method]
+    return QLogNEHVISampler(seed=seed, n_init=n_init, failures=rule, proposal_share=None,
+                            lengthscale_prior="gamma", init_center=False)
+
+
 def _nas_ecopt(problem: Any, region: ArchRegion, method: str, seed: int, budget: int
                ) -> dict[str, Any]:
     import ecopt
-    from ecopt.samplers import QLogNEHVISampler
 
     from benchmarks.nas_curves import trial_row
 
-    rule = {"ecopt": "learn", "ecopt-pending": "pending", "ecopt-before": "ignore"}[method]
-    # Full proposals, the Gamma prior and a plain Sobol design: the settings of the recorded
-    # runs, and the design every method of this benchmark shares.
-    sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, failures=rule,
-                               proposal_share=None, lengthscale_prior="gamma",
-                               init_center=False)
+    sampler = _recorded_sampler(method, seed, problem.n_init)
     study = ecopt.Study(problem.space, problem.objectives, storage=None, meter="estimate",
                         sampler=sampler, seed=seed)
     objective = problem.objective
@@ -268,14 +272,8 @@ def _run_nas(problem: Any, share: float, method: str, seed: int, budget: int
 def _ecopt(problem: Problem, region: Region, method: str, seed: int, budget: int
            ) -> tuple[list[dict[str, Any]], list[bool], int | None]:
     import ecopt
-    from ecopt.samplers import QLogNEHVISampler
 
-    rule = {"ecopt": "learn", "ecopt-pending": "pending", "ecopt-before": "ignore"}[method]
-    # Full proposals, the Gamma prior and a plain Sobol design: the settings of the recorded
-    # runs, and the design every method of this benchmark shares.
-    sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, failures=rule,
-                               proposal_share=None, lengthscale_prior="gamma",
-                               init_center=False)
+    sampler = _recorded_sampler(method, seed, problem.n_init)
     study = ecopt.Study(problem.space, problem.objectives(True), sampler=sampler,
                         meter="wallclock", seed=seed)
     names = problem.objective_names

@@ -208,7 +208,8 @@ class _Fitter:
             return ("mixed",)
         return AUTO_PRIORS if self.lengthscale_prior == "auto" else (self.lengthscale_prior,)
 
-    def build(self, y: Any, yvar: Any, prior: str | None = None) -> Any:
+    def build(self, y: Any, yvar: Any, prior: str) -> Any:
+        """An unfitted GP of one output under ``prior`` (one of :meth:`priors`)."""
         from botorch.models import MixedSingleTaskGP, SingleTaskGP
         from botorch.models.transforms.outcome import Standardize
 
@@ -216,7 +217,7 @@ class _Fitter:
             return MixedSingleTaskGP(self.X, y, cat_dims=self.cat_dims, train_Yvar=yvar,
                                      outcome_transform=Standardize(m=1))
         covar = None
-        if (prior or self.priors()[0]) == "gamma":
+        if prior == "gamma":
             from gpytorch.constraints import GreaterThan
             from gpytorch.kernels import RBFKernel
             from gpytorch.priors import GammaPrior

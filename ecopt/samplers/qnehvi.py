@@ -562,16 +562,17 @@ class QLogNEHVISampler(Sampler):
             return None
         ordered = sorted(records, key=lambda r: r.number)
         done = [r for r in ordered if r.state is TrialState.COMPLETE][-ECONOMY_WINDOW:]
-        mine = [r for r in ordered if r.proposed_by == self.name and isinstance(
-            r.proposal, dict) and isinstance(r.proposal.get("search"), dict)]
-        full = [r for r in mine if not (r.proposal.get("economy") or {}).get("active")]
-        refits = [r for r in mine if (r.proposal.get("economy") or {}).get("active")
-                  and r.proposal["economy"].get("hyperparameters") == "optimised"]
         if not done:
             return None
+        # this sampler's model proposals (their "economy" notes), those with a metered cost
+        model = [(r, r.proposal.get("economy") or {}) for r in ordered
+                 if r.proposed_by == self.name and isinstance(r.proposal, dict)]
+        metered = [(r, e) for r, e in model if isinstance(r.proposal.get("search"), dict)]
+        full = [r for r, e in metered if not e.get("active")]
+        refits = [r for r, e in metered
+                  if e.get("active") and e.get("hyperparameters") == "optimised"]
         if not full and not refits:
-            if any(r.proposed_by == self.name and isinstance(r.proposal, dict)
-                   and "economy" in r.proposal for r in ordered):
+            if any("economy" in r.proposal for r, _ in model):
                 return None  # model proposals whose costs were not read: no basis
             return {"active": True, "basis": "first", "proposal_share": self.proposal_share,
                     "settings": self._economy_settings(ECONOMY_REFIT_EVERY[0])}

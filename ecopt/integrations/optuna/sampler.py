@@ -283,12 +283,14 @@ class EcoptSampler(BaseSampler):
             if trial.number == 0 and self._independent is None \
                     and "fixed_params" not in trial.system_attrs:
                 storage.set_trial_system_attr(trial._trial_id, PROPOSED_BY_KEY, "sobol")
-                storage.set_trial_system_attr(trial._trial_id, PROPOSAL_KEY, {
-                    "why": "initial design: the first trial (the centre of the space, each "
-                           "parameter as the trial suggests it)", "index": 0, "centre": True}
-                    if self._inner.init_center else {
-                    "why": "initial design: the first trial (Sobol point 0, each parameter "
-                           "as the trial suggests it)", "index": 0})
+                centre = self._inner.init_center
+                where = "the centre of the space" if centre else "Sobol point 0"
+                first: dict[str, Any] = {"why": f"initial design: the first trial ({where}, "
+                                                "each parameter as the trial suggests it)",
+                                         "index": 0}
+                if centre:
+                    first["centre"] = True
+                storage.set_trial_system_attr(trial._trial_id, PROPOSAL_KEY, first)
             return {}
         with self._lock:
             space, codecs = sampler_space(search_space)
