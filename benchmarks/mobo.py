@@ -88,6 +88,10 @@ METHODS: dict[str, str] = {
                               "starting at the centre of the space (init_center=True)",
     "ecopt-qlognehvi-autoprior-center": "ecopt qLogNEHVI, q=1, lengthscale_prior='auto' and "
                                         "init_center=True",
+    "ecopt-qlognehvi-axlike": "ecopt qLogNEHVI, q=1, with the settings of Ax's default "
+                              "strategy: a 5-trial design starting at the centre, BoTorch's "
+                              "dim-scaled lengthscale prior, 20 restarts, 1024 raw samples, "
+                              "128 MC samples",
     "ecopt-qlognehvi-inferref": "ecopt qLogNEHVI, q=1, not told the reference point (it infers "
                                 "one from the observed front, the default rule)",
     "ecopt-qlognehvi-obsref": "ecopt qLogNEHVI, q=1, not told the reference point, inferred "
@@ -208,6 +212,10 @@ def _run_ecopt(problem: Problem, method: str, seed: int, budget: int
         prior, centre = _PRIOR_CENTRE[method]
         sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share,
                                    lengthscale_prior=prior, init_center=centre)
+    elif method == "ecopt-qlognehvi-axlike":
+        sampler = QLogNEHVISampler(seed=seed, n_init=5, **share, lengthscale_prior="dim-scaled",
+                                   init_center=True, num_restarts=20, raw_samples=1024,
+                                   mc_samples=128)
     elif method == "ecopt-qlognehvi-obsref":
         sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share,
                                    ref_point_rule="observed")
