@@ -51,6 +51,7 @@ __all__ = [
     "BASELINE_FRACTION",
     "NAS_PROBLEMS",
     "NasProblem",
+    "economy_active",
     "run_one",
     "scalariser",
     "score",
@@ -143,6 +144,12 @@ class NasProblem(ObjectiveNames):
 
 
 # -- one trial's row ----------------------------------------------------------------
+def economy_active(proposal: dict[str, Any]) -> bool | None:
+    """Whether a trial's proposal was an economy one (``None``: not a model proposal)."""
+    eco = proposal.get("economy")
+    return None if not isinstance(eco, dict) else bool(eco.get("active"))
+
+
 def trial_row(record: Any, proposal_j: float | None = None, proposal_s: float | None = None
               ) -> dict[str, Any]:
     """What the benchmark keeps of one finished ecopt trial record.
@@ -158,6 +165,7 @@ def trial_row(record: Any, proposal_j: float | None = None, proposal_s: float | 
             "phase_j": {k: float(p.energy_j) for k, p in record.phases.items()},
             "values": ([float(record.values[k]) for k in ("accuracy", "samples_per_joule")]
                        if record.state.value == "complete" else None),
+            "economy": economy_active(record.proposal),
             "proposal_j": proposal_j if proposal_j is not None else
             float(search.get("energy_j") or 0.0),
             "proposal_s": proposal_s if proposal_s is not None else
@@ -329,6 +337,7 @@ def run_one(problem: NasProblem, method: str, seed: int, budget: int) -> dict[st
             "params": [t["params"] for t in ts],
             "proposal_j": [t["proposal_j"] for t in ts],
             "proposal_s": [t["proposal_s"] for t in ts],
+            "economy": [t.get("economy") for t in ts],
             "decide_s": out["decide_s"], "stop_reason": out.get("stop_reason"),
             "n_init": problem.n_init, "wall_s": time.perf_counter() - t0,
             "cpu_s": time.process_time() - c0}
@@ -376,15 +385,19 @@ BASELINE_FRACTION = 0.95
 def with_proposals_table(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Table ``with_proposals``: search energy to the baseline's final HV, proposals counted too.
 
-    Per NAS method (medians over seeds; runs that never reach a target count
-    as infinite energy): how many seeds reach 95% of ``max_hv`` (the union
-    front, as table ``pruning``) and how many reach :data:`BASELINE_FRACTION`
-    of the median final hypervolume of the ``ecopt`` runs; the trials'
-    estimated joules to the latter; the same with every proposal's estimated
-    joules added (model fits and acquisition, or Optuna's ``ask``); one-sided
-    Mann-Whitney p-values that a method needs less than ``ecopt``, trials only
-    and trials + proposals; and the mean joules of a study's proposals and
-    trials. Call after :func:`score`.
+    Per problem whose runs keep per-trial joules (``trial_j``: the NAS runs and
+    the curve problems' runs) and per method (medians over seeds; runs that
+    never reach a target count as infinite energy): how many seeds reach 95% of
+    ``max_hv`` (the NAS union front or the true front, as table ``pruning``)
+    and how many reach :data:`BASELINE_FRACTION` of the median final
+    hypervolume of the ``ecopt`` runs; the trials' joules to the latter; the
+    same with every proposal's estimated joules added (model fits and
+    acquisition, or Optuna's ``ask``); one-sided Mann-Whitney p-values that a
+    method needs less than ``ecopt``, trials only and trials + proposals; the
+    mean joules of a study's proposals and trials, the proposals' share of the
+    trials' (the ratio of those means) and how many of a study's proposals were
+    economy ones (mean; ``-`` where the runs did not record it).
+    Call after :func:`score`.
     """
     from benchmarks.pruning import (
         BASELINE,
@@ -403,11 +416,16 @@ def with_proposals_table(runs: list[dict[str, Any]]) -> dict[str, Any]:
     def med(xs: list[float]) -> str:
         return _fmt_j(float(np.median(xs))) if xs else "-"
 
-    nas = [r for r in runs if r["problem"] in NAS_PROBLEMS]
+    def economy(rs: list[dict[str, Any]]) -> str:
+        if any("economy" not in r for r in rs):
+            return "-"
+        return f"{np.mean([sum(e is True for e in r['economy']) for r in rs]):.1f}"
+
+    kept = [r for r in runs if "trial_j" in r and math.isfinite(r["max_hv"])]
     rows = []
-    for prob in sorted({r["problem"] for r in nas}):
+    for prob in sorted({r["problem"] for r in kept}):
         by_m: dict[str, list[dict[str, Any]]] = {}
-        for r in sorted((r for r in nas if r["problem"] == prob), key=lambda r: r["seed"]):
+        for r in sorted((r for r in kept if r["problem"] == prob), key=lambda r: r["seed"]):
             by_m.setdefault(r["method"], []).append(r)
         base = by_m.get(BASELINE, [])
         if not base:
@@ -422,18 +440,20 @@ def with_proposals_table(runs: list[dict[str, Any]]) -> dict[str, Any]:
             lo_t = [energy_to(r, goal) for r in rs]
             lo_b = [energy_to(both(r), goal) for r in rs]
             same = m == BASELINE
+            prop = float(np.mean([sum(p or 0.0 for p in r["proposal_j"]) for r in rs]))
+            trial = float(np.mean([sum(r["trial_j"]) for r in rs]))
             rows.append([prob, m, len(rs),
                          f"{sum(math.isfinite(e) for e in hi)}/{len(rs)}",
                          f"{sum(math.isfinite(e) for e in lo_t)}/{len(rs)}",
                          med(lo_t), "-" if same else _fmt_p(_p_less(lo_t, base_t)),
                          med(lo_b), "-" if same else _fmt_p(_p_less(lo_b, base_b)),
-                         _fmt_j(float(np.mean([sum(p or 0.0 for p in r["proposal_j"])
-                                               for r in rs]))),
-                         _fmt_j(float(np.mean([sum(r["trial_j"]) for r in rs])))])
+                         _fmt_j(prop), _fmt_j(trial),
+                         f"{prop / trial:.3g}" if trial > 0 else "-", economy(rs)])
     goal_name = f"{BASELINE_FRACTION:.0%} of ecopt's median final HV"
     return {"columns": ["problem", "method", "seeds", f"reached {TARGET:.0%} HV",
                         f"reached {goal_name}", "median trial energy to it",
                         "p (less, trials)", "median trial + proposal energy to it",
                         "p (less, trials + proposals)",
-                        "proposals per study (mean)", "trials per study (mean)"],
+                        "proposals per study (mean)", "trials per study (mean)",
+                        "proposals / trials", "economy proposals per study (mean)"],
             "rows": rows}

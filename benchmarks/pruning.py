@@ -91,7 +91,7 @@ from benchmarks.curves import (
     make_curve_problem,
 )
 from benchmarks.mobo import _load_runs, _optuna_distributions, initial_design
-from benchmarks.nas_curves import NAS_PROBLEMS
+from benchmarks.nas_curves import NAS_PROBLEMS, economy_active
 
 __all__ = ["METHODS", "ecopt_sampler_and_pruner", "main", "optuna_study", "run_one", "summarise",
            "time_decisions"]
@@ -259,8 +259,11 @@ def _run_ecopt(problem: CurveProblem, method: str, seed: int, budget: int) -> di
             raise ValueError(f"{method} needs an energy budget for {problem.name!r}; "
                              f"ENERGY_BUDGET_J has {sorted(ENERGY_BUDGET_J)}")
         budget_j = ENERGY_BUDGET_J[problem.name]
+    # The economy rule weighs a proposal's joules against the trials' metered ones: the
+    # economy arm's trials are metered at the trace's joules, as a real meter would read them
+    # (with the estimate meter a replayed epoch costs nothing and every trial looks cheap).
     meter = (_replay_meter() if method.startswith("ecopt-cost") or method in BUDGETED
-             else None)
+             or method == "ecopt-economy" else None)
     study = ecopt.Study(problem.space, problem.objectives, storage=None,
                         meter=meter or "estimate", sampler=sampler, pruner=pruner, seed=seed)
     decide_s = time_decisions(study)
@@ -273,6 +276,7 @@ def _run_ecopt(problem: CurveProblem, method: str, seed: int, budget: int) -> di
         trials.append({"params": dict(r.params), "state": r.state.value,
                        "epochs": replay.epochs.get(r.number, 0),
                        "epoch_j": replay.epoch_j.get(r.number, 0.0),
+                       "economy": economy_active(r.proposal),
                        "proposal_j": search.get("energy_j") or 0.0,
                        "proposal_s": search.get("duration_s") or 0.0})
     study.close()
@@ -412,8 +416,10 @@ def run_one(problem: CurveProblem, method: str, seed: int, budget: int) -> dict[
             "max_hv": problem.max_hv, "max_step": problem.max_step, "hv": hv,
             "energy_j": energy, "epochs": epochs,
             "states": [t["state"] for t in out["trials"]],
+            "trial_j": [t["epochs"] * t["epoch_j"] for t in out["trials"]],
             "proposal_j": [t["proposal_j"] for t in out["trials"]],
             "proposal_s": [t["proposal_s"] for t in out["trials"]],
+            "economy": [t.get("economy") for t in out["trials"]],
             "decide_s": out["decide_s"], "stop_reason": out.get("stop_reason"),
             "energy_budget_j": out.get("energy_budget_j"),
             "study_spent_j": out.get("study_spent_j"),
@@ -796,7 +802,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if tabs[name]["rows"]:
             print()
             print(markdown_table(tabs[name]))
-    extra = {"with_proposals": nas_curves.with_proposals_table(runs)} if nas_score else {}
+    extra = ({"with_proposals": nas_curves.with_proposals_table(runs)}
+             if any("trial_j" in r for r in runs) else {})
     for t in extra.values():
         print()
         print(markdown_table(t))
