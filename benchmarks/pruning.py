@@ -21,7 +21,10 @@ Methods:
     ``ecopt-cost``       qLogNEHVI with ``cost_aware=True`` (per predicted joule), no pruning
     ``ecopt-cost-dominance``  the same + ``DominancePruner()`` (defaults)
     ``ecopt-economy``    qLogNEHVI with ``proposal_share=0.25``, no pruning: the search's own
-                         energy against the trials' (table ``with_proposals``)
+                         energy against the trials' (table ``with_proposals``); on the
+                         curve problems its trials are metered at their replayed joules
+                         (the replay meter), which the economy rule weighs proposals
+                         against: the expensive-trial regime on the Zeus traces
     ``ecopt-random``, ``ecopt-random-hyperband``, ``ecopt-random-dominance``
                          the same with ecopt's random sampler (Sobol first): where
                          proposals are not steered away from dominated regions
