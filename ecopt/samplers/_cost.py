@@ -121,6 +121,9 @@ class CostModel:
         state: Its fitted hyperparameters (JSON-able).
         fast_path_off: Fast paths its fit could not use -> why (as
             :attr:`ecopt.samplers._models.Fitted.fast_path_off`).
+        priors: The lengthscale prior its fit kept, under :data:`COST`
+            (``lengthscale_prior="auto"``; as
+            :attr:`ecopt.samplers._models.Fitted.priors`).
     """
 
     model: Any
@@ -129,6 +132,7 @@ class CostModel:
     n_pruned: int
     state: dict[str, Any]
     fast_path_off: dict[str, str] = field(default_factory=dict)
+    priors: dict[str, str] = field(default_factory=dict)
 
     def predict_energy_j(self, X: Any) -> np.ndarray:
         """Predicted joules ``exp(posterior mean)`` at model inputs ``X (n, d)``."""
@@ -168,7 +172,7 @@ def fit_cost(space: SearchSpace, enc: Encoding, records: Sequence[TrialRecord],
     y = torch.tensor(np.log(energy_j), dtype=torch.double).reshape(-1, 1)
     fitted = _models.fit_outputs(X, y, None, names=[COST], **{**fit_kw, "stacked": False})
     return CostModel(fitted.models[0], exponent, len(energy_j), n_pruned, fitted.states,
-                     dict(fitted.fast_path_off))
+                     dict(fitted.fast_path_off), dict(fitted.priors))
 
 
 def fit_or_why(space: SearchSpace, enc: Encoding, records: Sequence[TrialRecord],

@@ -205,6 +205,7 @@ def model_based(sampler: QLogNEHVISampler, space: SearchSpace, records: Sequence
             if sampler.cost_aware else None
         if isinstance(cost, _cost.CostModel):
             gp_state.update(cost.state)
+            priors.update(cost.priors)
             for k, v in cost.fast_path_off.items():
                 off.setdefault(k, f"cost model: {v}")
         t_fit, c_fit = time.perf_counter() - t0, time.process_time() - c0

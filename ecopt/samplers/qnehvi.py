@@ -82,6 +82,8 @@ ECONOMY_WINDOW = 3
 #: workload a full proposal cost a median 65 J, an economy re-fit one 13 J
 #: (``docs/results/pruning/2026-12-06-economy-512``, 10 seeds).
 FULL_OVER_ECONOMY = 5.0
+#: The encoded (unit-cube) coordinate of the centre of every axis (``init_center``).
+CENTRE_U = 0.5
 
 
 def _cost_of(x: Any, key: str) -> float | None:
@@ -403,7 +405,7 @@ class QLogNEHVISampler(Sampler):
         if self.init_center and start == 0 and out and fallback is None:
             # Ax's default design starts at the centre: it replaces Sobol point 0 (unless a
             # later point of a discrete space's design is the same configuration)
-            centre = space.decode([0.5] * space.dim)
+            centre = space.decode([CENTRE_U] * space.dim)
             if all(p.params != centre for p in out[1:]):
                 out[0] = Proposal(centre, "sobol", {"index": 0, **info, "centre": True})
         return out

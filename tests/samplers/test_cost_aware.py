@@ -329,3 +329,14 @@ def test_weighting_equals_botorchs_log_utility_where_ecopt_applies_its_rule(sobo
     ours.utility = None
     assert theirs.utility is not None
     assert torch.allclose(ours(X), theirs(X))
+
+
+def test_the_cost_models_prior_is_recorded_under_auto():
+    meter = SetJoules()
+    fast = {**FAST, "lengthscale_prior": "auto"}
+    recs = _run(_study(QNEHVISampler(n_init=4, cost_aware=True, **fast), meter),
+                _objective(meter, lambda x, y: math.exp(3 * x), _front), 6)
+    for r in recs[4:]:
+        priors = r.proposal["lengthscale_priors"]
+        assert set(priors) == {"f1", "f2", "__energy_j__"}
+        assert set(priors.values()) <= {"gamma", "dim-scaled"}

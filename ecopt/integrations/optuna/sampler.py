@@ -74,7 +74,7 @@ from ecopt.integrations.optuna._convert import (
 )
 from ecopt.objective import Constraint, Objective
 from ecopt.samplers.base import Proposal
-from ecopt.samplers.qnehvi import QLogNEHVISampler
+from ecopt.samplers.qnehvi import CENTRE_U, QLogNEHVISampler
 from ecopt.samplers.random import sobol_points
 from ecopt.space import SearchSpace
 from ecopt.trial import TrialRecord
@@ -378,7 +378,7 @@ class EcoptSampler(BaseSampler):
         the design's later points (Sobol indices 1, 2...) stay spread around it.
         """
         j = sum(not d.single() for d in trial.distributions.values())  # as the space has them
-        u = 0.5 if self._inner.init_center \
+        u = CENTRE_U if self._inner.init_center \
             else float(sobol_points(j + 1, self._seed_now, 0, 1)[0][j])
         space, codecs = sampler_space({param_name: distribution})
         return codecs[param_name].to_optuna(space.decode([u])[param_name])
