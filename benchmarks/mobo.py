@@ -88,6 +88,11 @@ METHODS: dict[str, str] = {
                               "starting at the centre of the space (init_center=True)",
     "ecopt-qlognehvi-autoprior-center": "ecopt qLogNEHVI, q=1, lengthscale_prior='auto' and "
                                         "init_center=True",
+    "ecopt-qlognehvi-dimscaled-center": "ecopt qLogNEHVI, q=1, BoTorch's dim-scaled "
+                                        "lengthscale prior (Ax's model) and the centre point",
+    "ecopt-qlognehvi-axdesign": "ecopt qLogNEHVI, q=1, Ax's design and model: 5 initial "
+                                "trials from the centre, the dim-scaled prior; ecopt's "
+                                "acquisition settings",
     "ecopt-qlognehvi-axlike": "ecopt qLogNEHVI, q=1, with the settings of Ax's default "
                               "strategy: a 5-trial design starting at the centre, BoTorch's "
                               "dim-scaled lengthscale prior, 20 restarts, 1024 raw samples, "
@@ -177,6 +182,7 @@ _PRIOR_CENTRE: dict[str, tuple[str, bool]] = {
     "ecopt-qlognehvi-autoprior": ("auto", False),
     "ecopt-qlognehvi-center": ("gamma", True),
     "ecopt-qlognehvi-autoprior-center": ("auto", True),
+    "ecopt-qlognehvi-dimscaled-center": ("dim-scaled", True),
 }
 
 
@@ -212,6 +218,9 @@ def _run_ecopt(problem: Problem, method: str, seed: int, budget: int
         prior, centre = _PRIOR_CENTRE[method]
         sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share,
                                    lengthscale_prior=prior, init_center=centre)
+    elif method == "ecopt-qlognehvi-axdesign":
+        sampler = QLogNEHVISampler(seed=seed, n_init=5, **share, lengthscale_prior="dim-scaled",
+                                   init_center=True)
     elif method == "ecopt-qlognehvi-axlike":
         sampler = QLogNEHVISampler(seed=seed, n_init=5, **share, lengthscale_prior="dim-scaled",
                                    init_center=True, num_restarts=20, raw_samples=1024,

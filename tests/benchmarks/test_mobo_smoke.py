@@ -154,6 +154,38 @@ def test_ecopt_rows_run_full_proposals_unless_named_economy(
     assert seen == [(share, first)] and len(ask_s) == problem.n_init + 3 - first
 
 
+@pytest.mark.parametrize("method, want", [
+    ("ecopt-qlognehvi-dimscaled-center", {"lengthscale_prior": "dim-scaled",
+                                          "init_center": True, "n_init": None}),
+    ("ecopt-qlognehvi-axdesign", {"lengthscale_prior": "dim-scaled", "init_center": True,
+                                  "n_init": 5, "num_restarts": 10, "raw_samples": 256}),
+    ("ecopt-qlognehvi-axlike", {"lengthscale_prior": "dim-scaled", "init_center": True,
+                                "n_init": 5, "num_restarts": 20, "raw_samples": 1024,
+                                "mc_samples": 128})])
+def test_the_ax_setting_rows_build_the_sampler_they_name(method: str, want: dict,
+                                                         monkeypatch) -> None:
+    """The ablation rows that take Ax's default strategy's settings one part at a time."""
+    from ecopt.samplers import qnehvi
+
+    class Built(Exception):
+        pass
+
+    seen: list = []
+
+    def spy(self, *a, **k):  # type: ignore[no-untyped-def]
+        seen.append(self)
+        raise Built
+
+    monkeypatch.setattr(qnehvi.QLogNEHVISampler, "propose", spy)
+    problem = make_problem("branincurrin")
+    with pytest.raises(Built):  # the first ask shows the sampler the row built
+        mobo._run_ecopt(problem, method, 0, 1)
+    assert mobo.known_method(method) and len(seen) == 1
+    want = {**want, "n_init": want["n_init"] or problem.n_init}
+    assert {k: getattr(seen[0], k) for k in want} == want
+    assert seen[0].proposal_share is None
+
+
 def _fake_run(method: str, seed: int, final_hv: float, budget: int = 8) -> dict:
     """A run record as ``run_one`` writes it, with a given final hypervolume (max HV 10)."""
     hv = list(np.linspace(0.5 * final_hv, final_hv, budget))
