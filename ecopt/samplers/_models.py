@@ -240,16 +240,20 @@ class _Fitter:
 
         # Stop once a step gains < warm_ftol / cold_ftol (relative); None: scipy's default.
         ftol = self.warm_ftol if warm_started else self.cold_ftol
+        # The iteration cap shortens a re-fit that starts at earlier hyperparameters; a fit
+        # from the default start (the first model proposal, a new output) runs to its
+        # tolerance, as a capped one could stop far from any optimum.
+        maxiter = self.maxiter if warm_started else None
         if self.closed_form:
             try:
-                value = fit_exact_gp(model, ftol, self.maxiter)
+                value = fit_exact_gp(model, ftol, maxiter)
             except Exception as exc:  # noqa: BLE001 - any failure: BoTorch's own fit
                 self.off.setdefault("closed_form_fit", _why(exc))
                 value = None
             if value is not None:
                 return value if math.isfinite(value) else -math.inf
         mll = ExactMarginalLogLikelihood(model.likelihood, model)
-        opts = {k: v for k, v in (("ftol", ftol), ("maxiter", self.maxiter)) if v is not None}
+        opts = {k: v for k, v in (("ftol", ftol), ("maxiter", maxiter)) if v is not None}
         fit_gpytorch_mll(mll, optimizer_kwargs={"options": opts} if opts else None)
         mll.train()
         with torch.no_grad():
@@ -287,7 +291,8 @@ def fit_outputs(X: Any, Y: Any, Yvar: Any, cat_dims: list[int], names: Sequence[
         refit: Optimise the hyperparameters. ``False``: an output with ``warm``
             hyperparameters keeps them as they are (the GP is only conditioned on
             the new data: an economy proposal); the others are fitted.
-        fit_maxiter: L-BFGS-B's iteration cap for the fits (``None``: BoTorch's).
+        fit_maxiter: L-BFGS-B's iteration cap for the warm-started fits (``None``:
+            BoTorch's); fits from the default start run to their tolerance.
     """
     import torch
 

@@ -66,7 +66,8 @@ FAILURE_RULES = ("learn", "pending", "ignore")
 #: An economy proposal (``proposal_share``): the acquisition scored on this many candidates
 #: (no gradient steps; a user's lower ``raw_samples`` stays), hyperparameters kept from the
 #: last proposal and optimised again (warm-started, at most ``fit_maxiter`` L-BFGS-B
-#: iterations, no cold check) once ``refit_every`` new observations have come in.
+#: iterations, no cold check) once ``refit_every`` new observations have come in; the first
+#: economy proposal fits from BoTorch's default start to its tolerance (nothing to warm-start).
 ECONOMY = {"raw_samples": 512, "fit_maxiter": 50}
 #: ``proposal_share``'s default: economy proposals while a full one costs more than a quarter
 #: of a trial (CPU-second trials); GPU-sized trials keep full proposals.
@@ -223,7 +224,8 @@ class QLogNEHVISampler(Sampler):
             acquisition is scored on 512 candidates (Sobol points and
             perturbations of the observed Pareto set) instead of optimised, and
             the GP hyperparameters are kept from the last proposal, optimised
-            again (warm-started, at most 50 L-BFGS-B iterations) only every
+            again (warm-started, at most 50 L-BFGS-B iterations; the first one
+            fitted from the default start to convergence) only every
             ``refit_every`` observations (the cost ratio over the share, within
             :data:`ECONOMY_REFIT_EVERY`). Each model proposal records the
             decision in ``proposal["economy"]`` (its ``basis``: ``"first"``,

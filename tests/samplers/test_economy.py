@@ -174,3 +174,32 @@ def test_inside_optuna_proposals_stay_full_unless_asked():
 
     assert EcoptSampler(seed=0).inner.proposal_share is None
     assert EcoptSampler(seed=0, proposal_share=0.5).inner.proposal_share == 0.5
+
+
+def test_the_iteration_cap_shortens_warm_refits_only():
+    """A fit from the default start runs to its tolerance even with ``fit_maxiter`` (the
+    first economy proposal has nothing to warm-start from); a warm-started re-fit is capped."""
+    import numpy as np
+    import torch
+
+    from ecopt.samplers._models import fit_outputs
+
+    g = torch.Generator().manual_seed(0)
+    X = torch.rand(12, 2, generator=g, dtype=torch.double)
+    Y = (torch.sin(6 * X[:, :1]) + X[:, 1:] ** 2).reshape(-1, 1)
+
+    def fit(maxiter, warm=None):
+        return fit_outputs(X, Y, None, [], ["a"], warm=warm, cold_check=False,
+                           warm_ftol=None, cold_ftol=None, lengthscale_prior="gamma",
+                           fit_maxiter=maxiter).states["a"]
+
+    def close(a, b) -> bool:
+        return all(np.allclose(a[k], b[k], rtol=1e-2, atol=1e-2) for k in b)
+
+    full = fit(None)
+    assert fit(1) == full  # no warm start: the cap does not apply
+    # Every raw hyperparameter moved by +1: one iteration from there stops short of the
+    # optimum, an uncapped re-fit gets back to it.
+    far = {"a": {k: [x + 1.0 for x in v] for k, v in full.items()}}
+    assert not close(fit(1, warm=far), full)
+    assert close(fit(None, warm=far), full)
