@@ -21,6 +21,7 @@ objectives' (``fast_path_off``, its reason prefixed ``cost model:``).
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -107,6 +108,16 @@ def failure_notes(space: SearchSpace, fails: _failures.Split, model: Any, X: Any
             "p_failure": p_fail, "nearest_failure": nearest}
 
 
+def refit_due(fitted_at: int, refit_every: int) -> int:
+    """New observations after which an economy proposal re-optimises the hyperparameters
+    last fitted to ``fitted_at`` observations: ``refit_every``, or sooner, once
+    :data:`~ecopt.samplers.qnehvi.ECONOMY_REFIT_GROWTH` times ``fitted_at`` (rounded down,
+    at least 1) have come in: every new observation up to 8, every 2 up to 12..."""
+    from ecopt.samplers.qnehvi import ECONOMY_REFIT_GROWTH
+
+    return max(1, min(refit_every, math.floor(fitted_at * ECONOMY_REFIT_GROWTH)))
+
+
 def model_based(sampler: QLogNEHVISampler, space: SearchSpace, records: Sequence[TrialRecord],
                 complete: Sequence[TrialRecord], pending: Sequence[Params], n: int,
                 economy: dict[str, Any] | None = None
@@ -154,7 +165,8 @@ def model_based(sampler: QLogNEHVISampler, space: SearchSpace, records: Sequence
     refit, fitted_at = True, None
     if economy:
         fitted_at = _models.last_fit(records, kind)
-        refit = fitted_at is None or data.U.shape[0] - fitted_at >= int(economy["refit_every"])
+        refit = fitted_at is None or data.U.shape[0] - fitted_at >= refit_due(
+            fitted_at, int(economy["refit_every"]))
         fit_kw.update(refit=refit, fit_maxiter=int(economy["fit_maxiter"]))
     off = {k: v for k, v in UNAVAILABLE.items() if k in ("closed_form_fit", "stacked_model")}
     settings = Settings(sampler.num_restarts, sampler.raw_samples, sampler.maxiter,

@@ -75,6 +75,10 @@ DEFAULT_PROPOSAL_SHARE = 0.25
 #: ``refit_every`` is the full proposal's cost over the trial's, over ``proposal_share``,
 #: rounded up and held within these bounds.
 ECONOMY_REFIT_EVERY = (2, 4)
+#: An economy proposal also re-optimises the hyperparameters once this fraction of the last
+#: fit's observations (rounded down, at least 1) have come in after it, when that comes
+#: before ``refit_every``: hyperparameters fitted to a handful of points move the most.
+ECONOMY_REFIT_GROWTH = 0.25
 #: How many of the latest full (non-economy) model proposals and complete trials the
 #: cost ratio is the median of.
 ECONOMY_WINDOW = 3
@@ -227,7 +231,8 @@ class QLogNEHVISampler(Sampler):
             again (warm-started, at most 50 L-BFGS-B iterations; the first one
             fitted from the default start to convergence) only every
             ``refit_every`` observations (the cost ratio over the share, within
-            :data:`ECONOMY_REFIT_EVERY`). Each model proposal records the
+            :data:`ECONOMY_REFIT_EVERY`), or sooner while the data is small
+            (:data:`ECONOMY_REFIT_GROWTH`: every new observation up to 8). Each model proposal records the
             decision in ``proposal["economy"]`` (its ``basis``: ``"first"``,
             ``"predicted"`` or ``"measured"``, the ratio, the share, whether it
             was active and its settings). Default

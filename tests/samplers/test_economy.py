@@ -20,10 +20,15 @@ def f(t: ecopt.Trial) -> dict[str, float]:
 
 @pytest.fixture(scope="module")
 def cheap_study():
+    from ecopt.samplers import qnehvi
+
     sampler = QLogNEHVISampler(n_init=3, num_restarts=4, raw_samples=96, maxiter=60,
                                proposal_share=0.25)
     study = ecopt.Study(SPACE, OBJS, sampler=sampler, seed=0, meter="wallclock")
-    study.optimize(f, n_trials=7, show_progress=False)
+    with pytest.MonkeyPatch.context() as mp:
+        # refit_every alone decides here (the small-data rule has its own test)
+        mp.setattr(qnehvi, "ECONOMY_REFIT_GROWTH", 10.0)
+        study.optimize(f, n_trials=7, show_progress=False)
     return study, sampler
 
 
@@ -107,6 +112,7 @@ def test_economy_reoptimises_every_refit_every_observations(monkeypatch):
     from ecopt.samplers import qnehvi
 
     monkeypatch.setattr(qnehvi, "ECONOMY_REFIT_EVERY", (2, 2))
+    monkeypatch.setattr(qnehvi, "ECONOMY_REFIT_GROWTH", 10.0)  # refit_every alone decides
     sampler = QLogNEHVISampler(n_init=3, num_restarts=2, raw_samples=32, maxiter=20,
                                proposal_share=0.25)
     study = ecopt.Study(SPACE, OBJS, sampler=sampler, seed=1, meter="wallclock")
@@ -118,6 +124,23 @@ def test_economy_reoptimises_every_refit_every_observations(monkeypatch):
     assert model[0]["economy"]["basis"] == "first" and model[0]["gp_state"]["fitted_at"] == 3
     assert got == [(4, "kept", 3), (5, "optimised", 5), (6, "kept", 5), (7, "optimised", 7)]
     assert model[2]["gp_state"]["params"] != model[1]["gp_state"]["params"]
+
+
+def test_economy_reoptimises_sooner_while_the_data_is_small():
+    """Hyperparameters fitted to a few points are re-optimised after every new observation up
+    to 8, then every quarter of the last fit's count, never later than ``refit_every``."""
+    from ecopt.samplers._proposal import refit_due
+
+    assert [refit_due(n, 4) for n in (3, 5, 7, 8, 11, 12, 16, 40)] == [1, 1, 1, 2, 2, 3, 4, 4]
+    assert [refit_due(n, 2) for n in (5, 12, 40)] == [1, 2, 2]
+    sampler = QLogNEHVISampler(n_init=3, num_restarts=2, raw_samples=32, maxiter=20,
+                               proposal_share=0.25)
+    study = ecopt.Study(SPACE, OBJS, sampler=sampler, seed=1, meter="wallclock")
+    study.optimize(f, n_trials=7, show_progress=False)
+    model = [r.proposal for r in study.records if r.proposed_by == "qlognehvi"]
+    assert all(p["economy"]["active"] for p in model)
+    assert [(p["n_observations"], p["economy"]["hyperparameters"]) for p in model[1:]] == [
+        (n, "optimised") for n in (4, 5, 6)]
 
 
 MIXED = ecopt.SearchSpace({"w": ecopt.Int(1, 64, log=True), "lr": ecopt.Float(1e-4, 1e-1, log=True),
