@@ -184,6 +184,13 @@ _PRIOR_CENTRE: dict[str, tuple[str, bool]] = {
     "ecopt-qlognehvi-autoprior-center": ("auto", True),
     "ecopt-qlognehvi-dimscaled-center": ("dim-scaled", True),
 }
+#: Ablation rows with parts of Ax's default strategy: method -> the sampler's settings.
+_AX_DESIGN = {"n_init": 5, "lengthscale_prior": "dim-scaled", "init_center": True}
+_AX_PARTS: dict[str, dict[str, Any]] = {
+    "ecopt-qlognehvi-axdesign": _AX_DESIGN,
+    "ecopt-qlognehvi-axlike": {**_AX_DESIGN, "num_restarts": 20, "raw_samples": 1024,
+                               "mc_samples": 128},
+}
 
 
 def _run_ecopt(problem: Problem, method: str, seed: int, budget: int
@@ -218,13 +225,8 @@ def _run_ecopt(problem: Problem, method: str, seed: int, budget: int
         prior, centre = _PRIOR_CENTRE[method]
         sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share,
                                    lengthscale_prior=prior, init_center=centre)
-    elif method == "ecopt-qlognehvi-axdesign":
-        sampler = QLogNEHVISampler(seed=seed, n_init=5, **share, lengthscale_prior="dim-scaled",
-                                   init_center=True)
-    elif method == "ecopt-qlognehvi-axlike":
-        sampler = QLogNEHVISampler(seed=seed, n_init=5, **share, lengthscale_prior="dim-scaled",
-                                   init_center=True, num_restarts=20, raw_samples=1024,
-                                   mc_samples=128)
+    elif method in _AX_PARTS:
+        sampler = QLogNEHVISampler(seed=seed, **share, **_AX_PARTS[method])
     elif method == "ecopt-qlognehvi-obsref":
         sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share,
                                    ref_point_rule="observed")

@@ -407,8 +407,9 @@ def run_one(problem: CurveProblem, method: str, seed: int, budget: int) -> dict[
     done: list[np.ndarray] = []
     spent = 0.0
     n_epochs = 0
-    for t in out["trials"]:
-        spent += t["epochs"] * t["epoch_j"]
+    trial_j = [t["epochs"] * t["epoch_j"] for t in out["trials"]]
+    for t, tj in zip(out["trials"], trial_j):
+        spent += tj
         n_epochs += t["epochs"]
         if t["state"] == "complete":
             done.append(problem.true_final(t["params"]))
@@ -419,7 +420,7 @@ def run_one(problem: CurveProblem, method: str, seed: int, budget: int) -> dict[
             "max_hv": problem.max_hv, "max_step": problem.max_step, "hv": hv,
             "energy_j": energy, "epochs": epochs,
             "states": [t["state"] for t in out["trials"]],
-            "trial_j": [t["epochs"] * t["epoch_j"] for t in out["trials"]],
+            "trial_j": trial_j,
             "proposal_j": [t["proposal_j"] for t in out["trials"]],
             "proposal_s": [t["proposal_s"] for t in out["trials"]],
             "economy": [t.get("economy") for t in out["trials"]],
