@@ -26,14 +26,14 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ecopt.trial import TrialRecord
 
-__all__ = ["AUTO_PRIORS", "LENGTHSCALE_PRIORS", "Fitted", "fit_outputs", "load_params",
-           "loo_log_score", "param_state", "stack", "warm_state"]
+__all__ = ["AUTO_PRIORS", "LENGTHSCALE_PRIORS", "Fitted", "fit_outputs", "last_priors",
+           "load_params", "loo_log_score", "param_state", "stack", "warm_state"]
 
 #: Lengthscale priors of the continuous GPs' RBF kernels: ``"gamma"``, Gamma(3, 6) (mode
 #: 1/3; BoTorch's default before 0.12), ``"dim-scaled"``, BoTorch's default since 0.12
@@ -128,6 +128,21 @@ def last_fit(records: Sequence[TrialRecord], kind: str) -> int | None:
         return None
     n = got[1].get("fitted_at", got[0].get("n_observations"))
     return int(n) if isinstance(n, int) and not isinstance(n, bool) else None
+
+
+def last_priors(records: Sequence[TrialRecord], kind: str) -> tuple[dict[str, str], int] | None:
+    """The lengthscale priors in force at the latest proposal of model ``kind`` (output
+    name -> prior, ``gp_state["priors"]``) and the observations they were last chosen on
+    by ``"auto"``'s comparison (``gp_state["priors_chosen_at"]``); ``None`` when that
+    proposal recorded none (another prior setting, a mixed model, older records)."""
+    got = _latest_state(records, kind)
+    if got is None:
+        return None
+    priors, at = got[1].get("priors"), got[1].get("priors_chosen_at")
+    if not isinstance(priors, dict) or not isinstance(at, int) or isinstance(at, bool) \
+            or not all(isinstance(v, str) and v in AUTO_PRIORS for v in priors.values()):
+        return None
+    return {str(k): str(v) for k, v in priors.items()}, at
 
 
 def stack(models: Sequence[Any], X: Any, Y: Any, Yvar: Any) -> Any | None:
@@ -266,7 +281,8 @@ def fit_outputs(X: Any, Y: Any, Yvar: Any, cat_dims: list[int], names: Sequence[
                 warm: dict[str, Any] | None, cold_check: bool, warm_ftol: float | None,
                 cold_ftol: float | None, closed_form: bool = True, stacked: bool = True,
                 lengthscale_prior: str = "gamma", refit: bool = True,
-                fit_maxiter: int | None = None) -> Fitted:
+                fit_maxiter: int | None = None,
+                kept_priors: Mapping[str, str] | None = None) -> Fitted:
     """Fit one GP per column of ``Y`` ``(n, m)``.
 
     Warm start: an output whose fitted hyperparameters from an earlier
@@ -293,6 +309,9 @@ def fit_outputs(X: Any, Y: Any, Yvar: Any, cat_dims: list[int], names: Sequence[
             the new data: an economy proposal); the others are fitted.
         fit_maxiter: L-BFGS-B's iteration cap for the warm-started fits (``None``:
             BoTorch's); fits from the default start run to their tolerance.
+        kept_priors: Output name -> one of :data:`AUTO_PRIORS`: with ``"auto"``, that
+            output is fitted under this prior only, no comparison (an economy re-fit
+            keeping the prior chosen earlier); the outputs not named are compared.
     """
     import torch
 
@@ -310,7 +329,11 @@ def fit_outputs(X: Any, Y: Any, Yvar: Any, cat_dims: list[int], names: Sequence[
             start = (warm or {}).get(names[j])
             candidates: list[tuple[str, Any]] = []
             kept = False  # hyperparameters kept as they were (no fit, no prior chosen)
-            for prior in fitter.priors():
+            under = fitter.priors()
+            kept_prior = (kept_priors or {}).get(names[j], "")
+            if kept_prior in under:
+                under = (kept_prior,)
+            for prior in under:
                 model = fitter.build(y, yv, prior)
                 if start is not None and load_params(model, start):
                     if not refit:  # the prior does not enter a prediction

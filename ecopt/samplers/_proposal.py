@@ -118,6 +118,15 @@ def refit_due(fitted_at: int, refit_every: int) -> int:
     return max(1, min(refit_every, math.floor(fitted_at * ECONOMY_REFIT_GROWTH)))
 
 
+def prior_due(chosen_at: int) -> int:
+    """Observations from which an economy re-fit chooses the lengthscale priors again
+    (``"auto"``), last chosen on ``chosen_at``:
+    :data:`~ecopt.samplers.qnehvi.ECONOMY_PRIOR_GROWTH` times as many, rounded up."""
+    from ecopt.samplers.qnehvi import ECONOMY_PRIOR_GROWTH
+
+    return math.ceil(chosen_at * ECONOMY_PRIOR_GROWTH)
+
+
 def model_based(sampler: QLogNEHVISampler, space: SearchSpace, records: Sequence[TrialRecord],
                 complete: Sequence[TrialRecord], pending: Sequence[Params], n: int,
                 economy: dict[str, Any] | None = None
@@ -127,8 +136,9 @@ def model_based(sampler: QLogNEHVISampler, space: SearchSpace, records: Sequence
     Args:
         economy: An economy proposal's settings (``QLogNEHVISampler.economy``'s
             ``settings``): ``refit`` (optimise the hyperparameters, warm-started,
-            at most ``fit_maxiter`` L-BFGS-B iterations, or keep the last ones)
-            and ``raw_samples`` candidates scored instead of optimised.
+            at most ``fit_maxiter`` L-BFGS-B iterations, or keep the last ones),
+            ``raw_samples`` candidates scored instead of optimised, with at most
+            ``mc_samples`` quasi-MC samples.
 
     Returns:
         ``(U (n, d) unit-cube points, notes, fast paths off -> why, timing)``.
@@ -168,6 +178,14 @@ def model_based(sampler: QLogNEHVISampler, space: SearchSpace, records: Sequence
         refit = fitted_at is None or data.U.shape[0] - fitted_at >= refit_due(
             fitted_at, int(economy["refit_every"]))
         fit_kw.update(refit=refit, fit_maxiter=int(economy["fit_maxiter"]))
+    # "auto" chooses each output's lengthscale prior by comparing fits under both; an
+    # economy re-fit fits under the prior chosen last until the observations have grown
+    # by ECONOMY_PRIOR_GROWTH since that choice (half the fits).
+    last = _models.last_priors(records, kind) if sampler.lengthscale_prior == "auto" else None
+    keep_priors = bool(economy) and refit and last is not None \
+        and data.U.shape[0] < prior_due(last[1])
+    if keep_priors and last is not None:
+        fit_kw["kept_priors"] = last[0]
     off = {k: v for k, v in UNAVAILABLE.items() if k in ("closed_form_fit", "stacked_model")}
     settings = Settings(sampler.num_restarts, sampler.raw_samples, sampler.maxiter,
                         sampler.sample_around_best, sampler.allow_repeats,
@@ -230,6 +248,8 @@ def model_based(sampler: QLogNEHVISampler, space: SearchSpace, records: Sequence
             Up = np.array([space.encode(p) for p in [*pending, *fails.params]])
             X_pending = torch.tensor(to_model(Up, enc), dtype=dtype)
         mc = _acquisition.mc_samples(M, sampler.mc_samples)
+        if economy and "mc_samples" in economy:  # at most; a user's lower setting stays
+            mc = min(mc, int(economy["mc_samples"]))
         args = (X, data.ref, M, constraints, X_pending, mc, seed + len(records), choice)
         weighted = False  # whether the last try optimised the cost-weighted acquisition
 
@@ -310,8 +330,16 @@ def model_based(sampler: QLogNEHVISampler, space: SearchSpace, records: Sequence
             "observed_noise": data.noisy, **choice.notes(), "mc_samples": mc, **how,
             "gp_state": {"kind": kind, "dim": int(space.dim), "params": gp_state,
                          "fitted_at": int(X.shape[0]) if refit else fitted_at}}
+    if sampler.lengthscale_prior == "auto":
+        in_force = {**(last[0] if last else {}), **priors}
+        chosen = bool(priors) and not keep_priors
+        if in_force and (chosen or last is not None):
+            info["gp_state"].update(priors=in_force, priors_chosen_at=(
+                int(X.shape[0]) if chosen or last is None else last[1]))
     if economy:
         info["hyperparameters"] = "optimised" if refit else "kept"
+        if sampler.lengthscale_prior == "auto":
+            info["priors"] = "chosen" if refit and not keep_priors else "kept"
     if sampler.lengthscale_prior == "auto" and priors:
         info["lengthscale_priors"] = priors
     if cost is not None:

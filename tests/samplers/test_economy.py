@@ -56,8 +56,9 @@ def test_cheap_trials_make_economy_proposals(cheap_study):
             FULL_OVER_ECONOMY * first["search"]["duration_s"], rel=1e-3)
         # the user's 96 raw samples are more than none, fewer than ECONOMY's: they stay;
         # trials thousands of times cheaper than a proposal: the longest refit interval
-        assert e["settings"] == {"raw_samples": 96, "fit_maxiter": 50,
+        assert e["settings"] == {"raw_samples": 96, "fit_maxiter": 50, "mc_samples": 32,
                                  "refit_every": ECONOMY_REFIT_EVERY[1]}
+        assert r.proposal["mc_samples"] == 32  # fewer than a full proposal's 64
         # scored, not optimised; the first proposal's hyperparameters are kept as they are
         assert r.proposal["optimiser"] == "scored" and 0 < r.proposal["n_candidates"] <= 96
         assert e["hyperparameters"] == "kept"
@@ -141,6 +142,58 @@ def test_economy_reoptimises_sooner_while_the_data_is_small():
     assert all(p["economy"]["active"] for p in model)
     assert [(p["n_observations"], p["economy"]["hyperparameters"]) for p in model[1:]] == [
         (n, "optimised") for n in (4, 5, 6)]
+
+
+def test_economy_refits_keep_the_chosen_prior_until_the_data_doubles():
+    """With ``lengthscale_prior="auto"`` an economy re-fit fits each output under the prior
+    chosen last (one fit, not two) until the observations have doubled since that choice."""
+    from ecopt.samplers._proposal import prior_due
+
+    assert [prior_due(n) for n in (3, 4, 7)] == [6, 8, 14]
+    sampler = QLogNEHVISampler(n_init=3, num_restarts=2, raw_samples=32, maxiter=20,
+                               proposal_share=0.25)
+    study = ecopt.Study(SPACE, OBJS, sampler=sampler, seed=1, meter="wallclock")
+    study.optimize(f, n_trials=8, show_progress=False)
+    model = [r.proposal for r in study.records if r.proposed_by == "qlognehvi"]
+    got = [(p["n_observations"], p["economy"]["priors"], p["gp_state"]["priors_chosen_at"])
+           for p in model]
+    assert got == [(3, "chosen", 3), (4, "kept", 3), (5, "kept", 3), (6, "chosen", 6),
+                   (7, "kept", 6)]
+    for before, p in zip(model, model[1:]):
+        # every output fitted under the prior in force, which the next proposal keeps
+        assert p["lengthscale_priors"] == p["gp_state"]["priors"]
+        if p["economy"]["priors"] == "kept":
+            assert p["gp_state"]["priors"] == before["gp_state"]["priors"]
+
+
+def test_a_kept_prior_is_one_fit_under_that_prior(monkeypatch):
+    """``fit_outputs(kept_priors=...)`` fits the named outputs under the given prior only;
+    the others are still compared under both."""
+    import torch
+
+    from ecopt.samplers import _models
+
+    g = torch.Generator().manual_seed(0)
+    X = torch.rand(10, 2, generator=g, dtype=torch.double)
+    Y = torch.cat([torch.sin(6 * X[:, :1]), X[:, 1:] ** 2], dim=1)
+    fits = []
+    real_fit = _models._Fitter.fit
+    monkeypatch.setattr(_models._Fitter, "fit",
+                        lambda self, model, warm_started=False:
+                        fits.append(1) or real_fit(self, model, warm_started))
+
+    def run(kept):
+        fits.clear()
+        out = _models.fit_outputs(X, Y, None, [], ["a", "b"], warm=None, cold_check=False,
+                                  warm_ftol=None, cold_ftol=None, lengthscale_prior="auto",
+                                  kept_priors=kept)
+        return out.priors, len(fits)
+
+    chosen, n_fits = run(None)
+    assert n_fits == 4  # two outputs under two priors
+    other = {"gamma": "dim-scaled", "dim-scaled": "gamma"}[chosen["a"]]
+    priors, n_fits = run({"a": other})
+    assert priors == {"a": other, "b": chosen["b"]} and n_fits == 3
 
 
 MIXED = ecopt.SearchSpace({"w": ecopt.Int(1, 64, log=True), "lr": ecopt.Float(1e-4, 1e-1, log=True),
