@@ -108,17 +108,22 @@ def test_economy_keeps_a_users_lower_setting(cheap_study):
     assert e["settings"]["fit_maxiter"] == ECONOMY["fit_maxiter"]
 
 
+def small_economy_study(n_trials: int) -> list[dict]:
+    """The model proposals' notes of a small economy study (3 Sobol trials first)."""
+    sampler = QLogNEHVISampler(n_init=3, num_restarts=2, raw_samples=32, maxiter=20,
+                               proposal_share=0.25)
+    study = ecopt.Study(SPACE, OBJS, sampler=sampler, seed=1, meter="wallclock")
+    study.optimize(f, n_trials=n_trials, show_progress=False)
+    return [r.proposal for r in study.records if r.proposed_by == "qlognehvi"]
+
+
 def test_economy_reoptimises_every_refit_every_observations(monkeypatch):
     """With ``refit_every`` 2, hyperparameters are optimised again at every second observation."""
     from ecopt.samplers import qnehvi
 
     monkeypatch.setattr(qnehvi, "ECONOMY_REFIT_EVERY", (2, 2))
     monkeypatch.setattr(qnehvi, "ECONOMY_REFIT_GROWTH", 10.0)  # refit_every alone decides
-    sampler = QLogNEHVISampler(n_init=3, num_restarts=2, raw_samples=32, maxiter=20,
-                               proposal_share=0.25)
-    study = ecopt.Study(SPACE, OBJS, sampler=sampler, seed=1, meter="wallclock")
-    study.optimize(f, n_trials=8, show_progress=False)
-    model = [r.proposal for r in study.records if r.proposed_by == "qlognehvi"]
+    model = small_economy_study(n_trials=8)
     got = [(p["n_observations"], p["economy"]["hyperparameters"], p["gp_state"]["fitted_at"])
            for p in model[1:]]
     # the first (economy) proposal fitted at 3 observations; then kept (4), optimised (5), ...
@@ -134,11 +139,7 @@ def test_economy_reoptimises_sooner_while_the_data_is_small():
 
     assert [refit_due(n, 4) for n in (3, 5, 7, 8, 11, 12, 16, 40)] == [1, 1, 1, 2, 2, 3, 4, 4]
     assert [refit_due(n, 2) for n in (5, 12, 40)] == [1, 2, 2]
-    sampler = QLogNEHVISampler(n_init=3, num_restarts=2, raw_samples=32, maxiter=20,
-                               proposal_share=0.25)
-    study = ecopt.Study(SPACE, OBJS, sampler=sampler, seed=1, meter="wallclock")
-    study.optimize(f, n_trials=7, show_progress=False)
-    model = [r.proposal for r in study.records if r.proposed_by == "qlognehvi"]
+    model = small_economy_study(n_trials=7)
     assert all(p["economy"]["active"] for p in model)
     assert [(p["n_observations"], p["economy"]["hyperparameters"]) for p in model[1:]] == [
         (n, "optimised") for n in (4, 5, 6)]
@@ -150,11 +151,7 @@ def test_economy_refits_keep_the_chosen_prior_until_the_data_doubles():
     from ecopt.samplers._proposal import prior_due
 
     assert [prior_due(n) for n in (3, 4, 7)] == [6, 8, 14]
-    sampler = QLogNEHVISampler(n_init=3, num_restarts=2, raw_samples=32, maxiter=20,
-                               proposal_share=0.25)
-    study = ecopt.Study(SPACE, OBJS, sampler=sampler, seed=1, meter="wallclock")
-    study.optimize(f, n_trials=8, show_progress=False)
-    model = [r.proposal for r in study.records if r.proposed_by == "qlognehvi"]
+    model = small_economy_study(n_trials=8)
     got = [(p["n_observations"], p["economy"]["priors"], p["gp_state"]["priors_chosen_at"])
            for p in model]
     assert got == [(3, "chosen", 3), (4, "kept", 3), (5, "kept", 3), (6, "chosen", 6),
