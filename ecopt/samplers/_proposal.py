@@ -248,7 +248,7 @@ def model_based(sampler: QLogNEHVISampler, space: SearchSpace, records: Sequence
             Up = np.array([space.encode(p) for p in [*pending, *fails.params]])
             X_pending = torch.tensor(to_model(Up, enc), dtype=dtype)
         mc = _acquisition.mc_samples(M, sampler.mc_samples)
-        if economy and "mc_samples" in economy:  # at most; a user's lower setting stays
+        if economy:  # at most; a user's lower setting stays
             mc = min(mc, int(economy["mc_samples"]))
         args = (X, data.ref, M, constraints, X_pending, mc, seed + len(records), choice)
         weighted = False  # whether the last try optimised the cost-weighted acquisition
@@ -330,16 +330,17 @@ def model_based(sampler: QLogNEHVISampler, space: SearchSpace, records: Sequence
             "observed_noise": data.noisy, **choice.notes(), "mc_samples": mc, **how,
             "gp_state": {"kind": kind, "dim": int(space.dim), "params": gp_state,
                          "fitted_at": int(X.shape[0]) if refit else fitted_at}}
-    if sampler.lengthscale_prior == "auto":
-        in_force = {**(last[0] if last else {}), **priors}
-        chosen = bool(priors) and not keep_priors
-        if in_force and (chosen or last is not None):
-            info["gp_state"].update(priors=in_force, priors_chosen_at=(
-                int(X.shape[0]) if chosen or last is None else last[1]))
+    # The priors in force (chosen now, or kept with the hyperparameters or by the rule above).
+    in_force = {**(last[0] if last else {}), **priors} \
+        if sampler.lengthscale_prior == "auto" else {}
+    chosen = bool(priors) and not keep_priors
+    if in_force:
+        info["gp_state"].update(priors=in_force, priors_chosen_at=(
+            int(X.shape[0]) if chosen or last is None else last[1]))
     if economy:
         info["hyperparameters"] = "optimised" if refit else "kept"
-        if sampler.lengthscale_prior == "auto":
-            info["priors"] = "chosen" if refit and not keep_priors else "kept"
+        if in_force:
+            info["priors"] = "chosen" if chosen else "kept"
     if sampler.lengthscale_prior == "auto" and priors:
         info["lengthscale_priors"] = priors
     if cost is not None:
