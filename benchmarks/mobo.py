@@ -75,6 +75,8 @@ METHODS: dict[str, str] = {
     "ecopt-qlognehvi-nosab": "ecopt qLogNEHVI, q=1, random raw samples only (no sample_around_best)",
     "ecopt-qlognehvi-exact": "ecopt qLogNEHVI, q=1, exact box decompositions at every M (alpha=0)",
     "ecopt-qlognparego": "ecopt with qLogNParEGO at every M (parego_from=2)",
+    "ecopt-qlognehvi-m4exact": "ecopt qLogNEHVI over exact boxes at M = 4 (parego_from=5, "
+                               "alpha=0)",
     "ecopt-qlognehvi-m4alpha": "ecopt qLogNEHVI over approximate boxes at M = 4 (parego_from=5)",
     "ecopt-qlognehvi-gamma": "ecopt qLogNEHVI, q=1, the Gamma(3, 6) lengthscale prior and a "
                              "plain Sobol design (the defaults before lengthscale_prior='auto' "
@@ -232,6 +234,9 @@ def _run_ecopt(problem: Problem, method: str, seed: int, budget: int
                                    ref_point_rule="observed")
     elif method == "ecopt-qlognehvi-m4alpha":
         sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share, parego_from=5)
+    elif method == "ecopt-qlognehvi-m4exact":
+        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share, parego_from=5,
+                                   alpha=0.0)
     elif method == "ecopt-qlognparego":
         sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share, parego_from=2)
     elif method.startswith("ecopt-qlognehvi"):
