@@ -77,6 +77,7 @@ METHODS: dict[str, str] = {
     "ecopt-qlognparego": "ecopt with qLogNParEGO at every M (parego_from=2)",
     "ecopt-qlognehvi-m4exact": "ecopt qLogNEHVI over exact boxes at M = 4 (parego_from=5, "
                                "alpha=0)",
+    "ecopt-qlognparego-m4": "ecopt with qLogNParEGO from M = 4 on in every space (parego_from=4)",
     "ecopt-qlognehvi-m4alpha": "ecopt qLogNEHVI over approximate boxes at M = 4 (parego_from=5)",
     "ecopt-qlognehvi-gamma": "ecopt qLogNEHVI, q=1, the Gamma(3, 6) lengthscale prior and a "
                              "plain Sobol design (the defaults before lengthscale_prior='auto' "
@@ -199,6 +200,7 @@ def _run_ecopt(problem: Problem, method: str, seed: int, budget: int
                ) -> tuple[list[dict[str, Any]], list[float]]:
     import ecopt
     from ecopt.samplers import QLogNEHVISampler, RandomSampler, SobolSampler
+    from ecopt.samplers._acquisition import ALPHA_M4
 
     # A test function costs nothing, so the default economy rule would make every proposal
     # after the first an economy one: these rows measure full proposals, and the
@@ -233,12 +235,15 @@ def _run_ecopt(problem: Problem, method: str, seed: int, budget: int
         sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share,
                                    ref_point_rule="observed")
     elif method == "ecopt-qlognehvi-m4alpha":
-        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share, parego_from=5)
+        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share, parego_from=5,
+                                   alpha=ALPHA_M4)
     elif method == "ecopt-qlognehvi-m4exact":
         sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share, parego_from=5,
                                    alpha=0.0)
     elif method == "ecopt-qlognparego":
         sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share, parego_from=2)
+    elif method == "ecopt-qlognparego-m4":  # the default before enumerated spaces' exact boxes
+        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share, parego_from=4)
     elif method.startswith("ecopt-qlognehvi"):
         sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share)
     elif method == "ecopt-qnehvi":

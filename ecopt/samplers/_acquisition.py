@@ -10,9 +10,13 @@ The third stage of a qLogNEHVI proposal. By number of objectives ``M``
   BoTorch's approximate ones (``alpha`` > 0: ``NondominatedPartitioning``
   merging boxes whose hypervolume share is below ``alpha``) qLogNEHVI costs
   under 2 s but reached a lower hypervolume than qLogNParEGO on DTLZ2 with four
-  objectives and no higher one on the Zeus four-objective problem
-  (docs/benchmarks.md, "Four objectives"). ``parego_from=5`` keeps qLogNEHVI
-  with approximate boxes at ``M = 4``.
+  objectives (docs/benchmarks.md, "Four objectives"). ``parego_from=5`` keeps
+  qLogNEHVI at ``M = 4``, over approximate boxes.
+- ``M = 4`` in a fully discrete space small enough to enumerate
+  (:mod:`ecopt.samplers._discrete`): exact qLogNEHVI (``parego_from`` 5 and
+  ``alpha`` 0 by default). Scoring every configuration leaves the boxes as the
+  only cost, and on the Zeus four-objective grid exact boxes reached the front
+  sooner than qLogNParEGO did.
 
 :func:`build` builds it with ecopt's fast paths (baseline pruning, plane-sweep
 boxes, dense posterior; :mod:`ecopt.samplers._botorch_compat`) or, with
@@ -34,8 +38,9 @@ __all__ = ["Acquisition", "Choice", "build", "choose", "fast_paths", "mc_samples
 
 #: qLogNEHVI's box-decomposition approximation at four objectives (0: exact).
 ALPHA_M4 = 1e-2
-#: From this many objectives on, qLogNParEGO.
-PAREGO_FROM = 4
+#: From this many objectives on, qLogNParEGO; in a space small enough to enumerate, from
+#: :data:`PAREGO_FROM_ENUMERATED` on.
+PAREGO_FROM, PAREGO_FROM_ENUMERATED = 4, 5
 #: Quasi-MC samples by default: 64, and 32 from four objectives on.
 MC_SAMPLES, MC_SAMPLES_M4 = 64, 32
 
@@ -63,13 +68,26 @@ class Choice:
 
 
 def choose(M: int, log: bool = True, alpha: float | None = None,
-           parego_from: int = PAREGO_FROM) -> Choice:
-    """The acquisition for ``M`` objectives (``alpha``: override the default by ``M``)."""
+           parego_from: int | None = None, enumerated: bool = False) -> Choice:
+    """The acquisition for ``M`` objectives.
+
+    Args:
+        M: Number of objectives.
+        log: qLogNEHVI (else qNEHVI) where a hypervolume acquisition is chosen.
+        alpha: The box decompositions' approximation (``None``: exact, except
+            :data:`ALPHA_M4` from four objectives on outside an enumerated space).
+        parego_from: From this many objectives on, qLogNParEGO (``None``:
+            :data:`PAREGO_FROM`, or :data:`PAREGO_FROM_ENUMERATED` when ``enumerated``).
+        enumerated: Whether every configuration of the space is scored
+            (:func:`ecopt.samplers._optimize.grid`).
+    """
+    if parego_from is None:
+        parego_from = PAREGO_FROM_ENUMERATED if enumerated else PAREGO_FROM
     if M >= parego_from:
         return Choice("qLogNParEGO")
     method = "qLogNEHVI" if log else "qNEHVI"
     if alpha is None:
-        alpha = ALPHA_M4 if M >= 4 else 0.0
+        alpha = ALPHA_M4 if M >= 4 and not enumerated else 0.0
     return Choice(method, float(alpha))
 
 

@@ -31,7 +31,7 @@ import numpy as np
 
 from ecopt import _failures, pareto
 from ecopt._types import Params
-from ecopt.samplers._encoding import encoding, to_model, training_data
+from ecopt.samplers._encoding import encoding, grid, to_model, training_data
 from ecopt.space import SearchSpace
 from ecopt.trial import TrialRecord, TrialState
 
@@ -165,7 +165,8 @@ def model_based(sampler: QLogNEHVISampler, space: SearchSpace, records: Sequence
         and not economy
     seed = int(sampler.seed or 0)
     dtype = torch.double
-    choice = _acquisition.choose(M, sampler.log_hvi, sampler.alpha, sampler.parego_from)
+    choice = _acquisition.choose(M, sampler.log_hvi, sampler.alpha, sampler.parego_from,
+                                 enumerated=grid(space, enc) is not None)
     fit_kw: dict[str, Any] = {"cat_dims": sorted(enc.cat), "warm": warm,
                               "cold_check": cold_check, "warm_ftol": sampler.warm_ftol,
                               "cold_ftol": sampler.cold_ftol,

@@ -180,12 +180,17 @@ class QLogNEHVISampler(Sampler):
         alpha: Box-decomposition approximation of qLogNEHVI (0: exact; BoTorch's
             ``alpha``). ``None``: by number of objectives, exact up to three,
             :data:`~ecopt.samplers._acquisition.ALPHA_M4` at four (with
-            ``parego_from=5``).
+            ``parego_from=5``), exact at four in a space small enough to
+            enumerate.
         parego_from: From this many objectives on, qLogNParEGO replaces
             qLogNEHVI (its cost does not grow with the front; at four
-            objectives it reached a higher hypervolume in docs/benchmarks.md).
-            With ``parego_from=5``, four objectives use qLogNEHVI over
-            approximate box decompositions (``alpha``).
+            objectives it reached a higher hypervolume on DTLZ2 in
+            docs/benchmarks.md). ``None`` (default): 4, or 5 in a fully
+            discrete space small enough to enumerate (at most 2,048
+            configurations), where four objectives use qLogNEHVI over exact
+            box decompositions. With ``parego_from=5``, four objectives use
+            qLogNEHVI over approximate box decompositions (``alpha``) in any
+            other space.
         lengthscale_prior: ``"auto"`` (default): each continuous GP is fitted
             under both priors below and the fit whose leave-one-out predictions
             of its own observations are more probable is kept
@@ -291,7 +296,7 @@ class QLogNEHVISampler(Sampler):
                  warm_ftol: float = 1e-6, cold_ftol: float | None = 1e-6,
                  allow_repeats: bool = False, dense_posterior: bool = True,
                  sample_around_best: bool = True, alpha: float | None = None,
-                 parego_from: int = 4, lengthscale_prior: str = "auto",
+                 parego_from: int | None = None, lengthscale_prior: str = "auto",
                  ref_point_rule: str = "front", cost_aware: bool = False,
                  cost_exponent: float = 1.0,
                  proposal_share: float | None = DEFAULT_PROPOSAL_SHARE,
@@ -312,7 +317,7 @@ class QLogNEHVISampler(Sampler):
         for what, v in (("num_restarts", num_restarts), ("raw_samples", raw_samples),
                         ("mc_samples", 1 if mc_samples is None else mc_samples),
                         ("maxiter", maxiter),
-                        ("parego_from", parego_from)):
+                        ("parego_from", 1 if parego_from is None else parego_from)):
             if v < 1:
                 raise ValueError(f"{what} >= 1 must hold, got {what}={v}")
         for what, tol in (("warm_ftol", warm_ftol), ("cold_ftol", cold_ftol)):
