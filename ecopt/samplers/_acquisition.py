@@ -79,7 +79,7 @@ def choose(M: int, log: bool = True, alpha: float | None = None,
         parego_from: From this many objectives on, qLogNParEGO (``None``:
             :data:`PAREGO_FROM`, or :data:`PAREGO_FROM_ENUMERATED` when ``enumerated``).
         enumerated: Whether every configuration of the space is scored
-            (:func:`ecopt.samplers._optimize.grid`).
+            (:func:`ecopt.samplers._encoding.grid`).
     """
     if parego_from is None:
         parego_from = PAREGO_FROM_ENUMERATED if enumerated else PAREGO_FROM
