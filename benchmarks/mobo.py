@@ -100,6 +100,9 @@ METHODS: dict[str, str] = {
                               "strategy: a 5-trial design starting at the centre, BoTorch's "
                               "dim-scaled lengthscale prior, 20 restarts, 1024 raw samples, "
                               "128 MC samples",
+    "ecopt-qlognehvi-axdesign-raw1024": "ecopt qLogNEHVI, q=1, Ax's design and model (as "
+                                        "ecopt-qlognehvi-axdesign) with 1024 raw samples; "
+                                        "ecopt's restarts and MC samples",
     "ecopt-qlognehvi-inferref": "ecopt qLogNEHVI, q=1, not told the reference point (it infers "
                                 "one from the observed front, the default rule)",
     "ecopt-qlognehvi-obsref": "ecopt qLogNEHVI, q=1, not told the reference point, inferred "
@@ -191,6 +194,7 @@ _PRIOR_CENTRE: dict[str, tuple[str, bool]] = {
 _AX_DESIGN = {"n_init": 5, "lengthscale_prior": "dim-scaled", "init_center": True}
 _AX_PARTS: dict[str, dict[str, Any]] = {
     "ecopt-qlognehvi-axdesign": _AX_DESIGN,
+    "ecopt-qlognehvi-axdesign-raw1024": {**_AX_DESIGN, "raw_samples": 1024},
     "ecopt-qlognehvi-axlike": {**_AX_DESIGN, "num_restarts": 20, "raw_samples": 1024,
                                "mc_samples": 128},
 }
