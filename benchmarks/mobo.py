@@ -44,6 +44,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable, Sequence
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -589,10 +590,22 @@ def _code_commit() -> str:
 
 
 # -- report ----------------------------------------------------------------------
+#: The runs a recorded run was built from, kept beside its summary (gzip, one JSON per line):
+#: copied into an ``--out`` directory, they join its runs, so a later report can set new
+#: rows beside them without running them again.
+RECORDED_RUNS = "runs.jsonl.gz"
+
+
 def _load_runs(out: Path) -> list[dict[str, Any]]:
+    """The runs in ``out``: its ``runs-<tag>.jsonl`` files and any recorded runs' copied
+    :data:`RECORDED_RUNS` (named ``runs*.jsonl.gz``); a run found twice counts once."""
+    import gzip
+
     runs: dict[tuple[str, str, int, int], dict[str, Any]] = {}
-    for f in sorted(out.glob("runs-*.jsonl")):
-        for line in f.read_text().splitlines():
+    texts = [gzip.decompress(f.read_bytes()).decode() for f in sorted(out.glob("runs*.jsonl.gz"))]
+    texts += [f.read_text() for f in sorted(out.glob("runs-*.jsonl"))]
+    for text in texts:
+        for line in text.splitlines():
             if line.strip():
                 try:
                     r = json.loads(line)
@@ -810,7 +823,9 @@ def record(directory: Path, command: str, summary: dict[str, Any],
     Through :mod:`docs.recorded`, one table per problem (ids: problem names),
     so ``python -m docs.tables`` can copy them into doc pages. The commits each
     method's runs ran at are kept in the facts (``code``): a report rebuilt from runs
-    of several checkouts (``--label``) records every one of them.
+    of several checkouts (``--label``) records every one of them. The runs themselves
+    are kept beside them (:data:`RECORDED_RUNS`), so a later report can rebuild these
+    rows and set new ones beside them.
     """
     from docs import recorded
 
@@ -826,7 +841,19 @@ def record(directory: Path, command: str, summary: dict[str, Any],
                        energy=None, title="Sample efficiency: hypervolume against evaluations",
                        notes=[table_legend(ref), *notes], facts=facts,
                        extra_libraries=("optuna", "ax-platform"))
+    write_runs(directory / RECORDED_RUNS, runs)
     return directory
+
+
+def write_runs(path: Path, runs: Sequence[dict[str, Any]]) -> Path:
+    """Write ``runs`` to ``path`` as gzip'd JSON lines, sorted by problem, method, seed and
+    budget, byte-for-byte the same for the same runs (no time stamp in the gzip header)."""
+    import gzip
+
+    key = itemgetter("problem", "method", "seed", "budget")
+    text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in sorted(runs, key=key))
+    path.write_bytes(gzip.compress(text.encode(), compresslevel=9, mtime=0))
+    return path
 
 
 def plot(summary_runs: Sequence[dict[str, Any]], out: Path) -> list[Path]:

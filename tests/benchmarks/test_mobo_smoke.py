@@ -94,6 +94,21 @@ def test_quick_mode_writes_sane_tables_and_resumes(tmp_path: Path,
     assert [r[0] for r in table.rows] == ["ecopt-qlognehvi", "optuna-tpe"]
     assert all(r[1] == 1 for r in table.rows)  # seed 0 only
     assert rec.facts["code"]["ecopt-qlognehvi"] == [runs[0]["git_commit"]]
+    # The record keeps the runs it shows; copied into a fresh --out (no runs of its own),
+    # they rebuild the same table.
+    kept = run_dir / mobo.RECORDED_RUNS
+    assert sorted((r["method"], r["seed"]) for r in mobo._load_runs(run_dir)) == [
+        ("ecopt-qlognehvi", 0), ("optuna-tpe", 0)]
+    again = tmp_path / "again"
+    again.mkdir()
+    (again / "runs-earlier.jsonl.gz").write_bytes(kept.read_bytes())
+    assert mobo.main(["--report-only", "--out", str(again), "--problems", "zeus", "--no-plot",
+                      "--seeds", "1", "--methods", "ecopt-qlognehvi,optuna-tpe"]) == 0
+    assert json.loads((again / "summary.json").read_text()) == json.loads(
+        (out / "summary.json").read_text())
+    # Written again from the same runs, the file is byte-for-byte the same.
+    assert mobo.write_runs(tmp_path / "x.gz", mobo._load_runs(run_dir)).read_bytes() == \
+        kept.read_bytes()
 
 
 @pytest.mark.slow
@@ -159,6 +174,9 @@ def test_ecopt_rows_run_full_proposals_unless_named_economy(
                                           "init_center": True, "n_init": None}),
     ("ecopt-qlognehvi-axdesign", {"lengthscale_prior": "dim-scaled", "init_center": True,
                                   "n_init": 5, "num_restarts": 10, "raw_samples": 256}),
+    ("ecopt-qlognehvi-axdesign-raw1024", {"lengthscale_prior": "dim-scaled",
+                                          "init_center": True, "n_init": 5, "num_restarts": 10,
+                                          "raw_samples": 1024, "mc_samples": None}),
     ("ecopt-qlognehvi-axlike", {"lengthscale_prior": "dim-scaled", "init_center": True,
                                 "n_init": 5, "num_restarts": 20, "raw_samples": 1024,
                                 "mc_samples": 128})])
