@@ -74,6 +74,8 @@ METHODS: dict[str, str] = {
     "ecopt-qlognehvi-lite": "ecopt qLogNEHVI, q=1, 5 restarts, 256 raw samples, 64 MC samples",
     "ecopt-qlognehvi-cold": "ecopt qLogNEHVI, q=1, every GP fit from BoTorch's default start",
     "ecopt-qlognehvi-nosab": "ecopt qLogNEHVI, q=1, random raw samples only (no sample_around_best)",
+    "ecopt-qlognehvi-scipyftol": "ecopt qLogNEHVI, q=1, GP fits to scipy's L-BFGS-B tolerance "
+                                 "(cold_ftol=None, 2.2e-9; BoTorch's) instead of 1e-6",
     "ecopt-qlognehvi-exact": "ecopt qLogNEHVI, q=1, exact box decompositions at every M (alpha=0)",
     "ecopt-qlognparego": "ecopt with qLogNParEGO at every M (parego_from=2)",
     "ecopt-qlognehvi-m4exact": "ecopt qLogNEHVI over exact boxes at M = 4 (parego_from=5, "
@@ -220,6 +222,8 @@ def _run_ecopt(problem: Problem, method: str, seed: int, budget: int
                                    raw_samples=raw, mc_samples=mc)
     elif method == "ecopt-qlognehvi-cold":
         sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share, warm_start=False)
+    elif method == "ecopt-qlognehvi-scipyftol":
+        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share, cold_ftol=None)
     elif method == "ecopt-qlognehvi-nosab":
         sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share,
                                    sample_around_best=False)

@@ -177,12 +177,15 @@ def test_ecopt_rows_run_full_proposals_unless_named_economy(
     ("ecopt-qlognehvi-axdesign-raw1024", {"lengthscale_prior": "dim-scaled",
                                           "init_center": True, "n_init": 5, "num_restarts": 10,
                                           "raw_samples": 1024, "mc_samples": None}),
+    ("ecopt-qlognehvi-scipyftol", {"cold_ftol": None, "warm_ftol": 1e-6, "n_init": None,
+                                   "raw_samples": 256, "lengthscale_prior": "auto"}),
     ("ecopt-qlognehvi-axlike", {"lengthscale_prior": "dim-scaled", "init_center": True,
                                 "n_init": 5, "num_restarts": 20, "raw_samples": 1024,
                                 "mc_samples": 128})])
 def test_the_ax_setting_rows_build_the_sampler_they_name(method: str, want: dict,
                                                          monkeypatch) -> None:
-    """The ablation rows that take Ax's default strategy's settings one part at a time."""
+    """The ablation rows that take the settings of Ax's default strategy (or of BoTorch's
+    own fits) one part at a time build the sampler they name."""
     from ecopt.samplers import qnehvi
 
     class Built(Exception):
