@@ -65,7 +65,7 @@ COLLAPSE_FRACTION = 0.35
 #: Method name -> short description (the order of the report's rows).
 METHODS: dict[str, str] = {
     "ecopt-qlognehvi": "ecopt qLogNEHVI, q=1 (default settings: 10 restarts, 256 raw, 64 MC, "
-                       "lengthscale_prior='auto', init_center=True), "
+                       "lengthscale_prior='auto', init_center=True, cold_ftol=None), "
                        "full proposals (proposal_share=None; every ecopt-qlognehvi* row too)",
     "ecopt-qlognehvi-economy": "ecopt qLogNEHVI with the default economy rule "
                                "(proposal_share=0.25): on a test function every proposal "
@@ -75,7 +75,10 @@ METHODS: dict[str, str] = {
     "ecopt-qlognehvi-cold": "ecopt qLogNEHVI, q=1, every GP fit from BoTorch's default start",
     "ecopt-qlognehvi-nosab": "ecopt qLogNEHVI, q=1, random raw samples only (no sample_around_best)",
     "ecopt-qlognehvi-scipyftol": "ecopt qLogNEHVI, q=1, GP fits to scipy's L-BFGS-B tolerance "
-                                 "(cold_ftol=None, 2.2e-9; BoTorch's) instead of 1e-6",
+                                 "(cold_ftol=None, 2.2e-9; BoTorch's), the default since "
+                                 "2026-12-07 (1e-6 before)",
+    "ecopt-qlognehvi-ftol1e-6": "ecopt qLogNEHVI, q=1, GP fits stopped at a relative gain of "
+                                "1e-6 (cold_ftol=1e-6, the default before 2026-12-07)",
     "ecopt-qlognehvi-exact": "ecopt qLogNEHVI, q=1, exact box decompositions at every M (alpha=0)",
     "ecopt-qlognparego": "ecopt with qLogNParEGO at every M (parego_from=2)",
     "ecopt-qlognehvi-m4exact": "ecopt qLogNEHVI over exact boxes at M = 4 (parego_from=5, "
@@ -222,8 +225,9 @@ def _run_ecopt(problem: Problem, method: str, seed: int, budget: int
                                    raw_samples=raw, mc_samples=mc)
     elif method == "ecopt-qlognehvi-cold":
         sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share, warm_start=False)
-    elif method == "ecopt-qlognehvi-scipyftol":
-        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share, cold_ftol=None)
+    elif method in ("ecopt-qlognehvi-scipyftol", "ecopt-qlognehvi-ftol1e-6"):
+        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share,
+                                   cold_ftol=None if method.endswith("scipyftol") else 1e-6)
     elif method == "ecopt-qlognehvi-nosab":
         sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share,
                                    sample_around_best=False)
