@@ -65,7 +65,7 @@ COLLAPSE_FRACTION = 0.35
 #: Method name -> short description (the order of the report's rows).
 METHODS: dict[str, str] = {
     "ecopt-qlognehvi": "ecopt qLogNEHVI, q=1 (default settings: 10 restarts, 256 raw, 64 MC, "
-                       "lengthscale_prior='auto', init_center=True, cold_ftol=None), "
+                       "lengthscale_prior='auto', init_center=True, cold_ftol='auto'), "
                        "full proposals (proposal_share=None; every ecopt-qlognehvi* row too)",
     "ecopt-qlognehvi-economy": "ecopt qLogNEHVI with the default economy rule "
                                "(proposal_share=0.25): on a test function every proposal "
@@ -75,10 +75,11 @@ METHODS: dict[str, str] = {
     "ecopt-qlognehvi-cold": "ecopt qLogNEHVI, q=1, every GP fit from BoTorch's default start",
     "ecopt-qlognehvi-nosab": "ecopt qLogNEHVI, q=1, random raw samples only (no sample_around_best)",
     "ecopt-qlognehvi-scipyftol": "ecopt qLogNEHVI, q=1, GP fits to scipy's L-BFGS-B tolerance "
-                                 "(cold_ftol=None, 2.2e-9; BoTorch's), the default since "
-                                 "2026-12-07 (1e-6 before)",
+                                 "(cold_ftol=None, 2.2e-9; BoTorch's): the default for "
+                                 "continuous GPs since 2026-12-07 (1e-6 before)",
     "ecopt-qlognehvi-ftol1e-6": "ecopt qLogNEHVI, q=1, GP fits stopped at a relative gain of "
-                                "1e-6 (cold_ftol=1e-6, the default before 2026-12-07)",
+                                "1e-6 (cold_ftol=1e-6: the default before 2026-12-07, and "
+                                "still for mixed-kernel GPs)",
     "ecopt-qlognehvi-exact": "ecopt qLogNEHVI, q=1, exact box decompositions at every M (alpha=0)",
     "ecopt-qlognparego": "ecopt with qLogNParEGO at every M (parego_from=2)",
     "ecopt-qlognehvi-m4exact": "ecopt qLogNEHVI over exact boxes at M = 4 (parego_from=5, "

@@ -32,8 +32,8 @@ from typing import Any
 
 from ecopt.trial import TrialRecord
 
-__all__ = ["AUTO_PRIORS", "LENGTHSCALE_PRIORS", "Fitted", "fit_outputs", "last_priors",
-           "load_params", "loo_log_score", "param_state", "stack", "warm_state"]
+__all__ = ["AUTO_PRIORS", "LENGTHSCALE_PRIORS", "MIXED_COLD_FTOL", "Fitted", "fit_outputs",
+           "last_priors", "load_params", "loo_log_score", "param_state", "stack", "warm_state"]
 
 #: Lengthscale priors of the continuous GPs' RBF kernels: ``"gamma"``, Gamma(3, 6) (mode
 #: 1/3; BoTorch's default before 0.12), ``"dim-scaled"``, BoTorch's default since 0.12
@@ -41,6 +41,9 @@ __all__ = ["AUTO_PRIORS", "LENGTHSCALE_PRIORS", "Fitted", "fit_outputs", "last_p
 #: ``"auto"``: each output fitted under both, the one that predicts its left-out
 #: observations better kept (:func:`loo_log_score`).
 LENGTHSCALE_PRIORS = ("gamma", "dim-scaled", "auto")
+#: ``cold_ftol="auto"``: L-BFGS-B's relative tolerance for a mixed-kernel GP's fit from the
+#: default start (a continuous GP's runs to scipy's own, as BoTorch fits).
+MIXED_COLD_FTOL = 1e-6
 #: The priors ``"auto"`` chooses between.
 AUTO_PRIORS = ("gamma", "dim-scaled")
 
@@ -210,10 +213,12 @@ class _Fitter:
     """Fits single-output GPs: the closed-form closure first, BoTorch's own on failure."""
 
     def __init__(self, X: Any, cat_dims: list[int], warm_ftol: float | None,
-                 cold_ftol: float | None, closed_form: bool, lengthscale_prior: str,
+                 cold_ftol: float | str | None, closed_form: bool, lengthscale_prior: str,
                  maxiter: int | None = None) -> None:
         self.X, self.cat_dims, self.lengthscale_prior = X, cat_dims, lengthscale_prior
-        self.warm_ftol, self.cold_ftol, self.maxiter = warm_ftol, cold_ftol, maxiter
+        self.warm_ftol, self.maxiter = warm_ftol, maxiter
+        self.cold_ftol: float | None = ((MIXED_COLD_FTOL if cat_dims else None)
+                                        if isinstance(cold_ftol, str) else cold_ftol)
         self.closed_form = closed_form
         self.off: dict[str, str] = {}
 
@@ -279,7 +284,7 @@ class _Fitter:
 
 def fit_outputs(X: Any, Y: Any, Yvar: Any, cat_dims: list[int], names: Sequence[str],
                 warm: dict[str, Any] | None, cold_check: bool, warm_ftol: float | None,
-                cold_ftol: float | None, closed_form: bool = True, stacked: bool = True,
+                cold_ftol: float | str | None, closed_form: bool = True, stacked: bool = True,
                 lengthscale_prior: str = "gamma", refit: bool = True,
                 fit_maxiter: int | None = None,
                 kept_priors: Mapping[str, str] | None = None) -> Fitted:
@@ -297,7 +302,8 @@ def fit_outputs(X: Any, Y: Any, Yvar: Any, cat_dims: list[int], names: Sequence[
         names: Column names (keys of the recorded hyperparameters).
         warm: Hyperparameters to start from, by name, or ``None``.
         cold_check: Also fit warm-started outputs from the default start.
-        warm_ftol, cold_ftol: L-BFGS-B's relative tolerances.
+        warm_ftol, cold_ftol: L-BFGS-B's relative tolerances (``None``: scipy's;
+            ``cold_ftol="auto"``: scipy's, :data:`MIXED_COLD_FTOL` for a mixed model).
         closed_form: Use the ``closed_form_fit`` fast path.
         stacked: Use the ``stacked_model`` fast path.
         lengthscale_prior: One of :data:`LENGTHSCALE_PRIORS` (continuous models).

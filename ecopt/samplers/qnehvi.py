@@ -159,11 +159,15 @@ class QLogNEHVISampler(Sampler):
             this, a warm-started fit is checked against a fit from the default
             start and the better marginal likelihood wins (0: never).
         warm_ftol: L-BFGS-B's relative tolerance for warm-started fits.
-        cold_ftol: The same for fits from BoTorch's default start (``None``,
-            the default: scipy's, 2.2e-9, as BoTorch fits). 1e-6 makes fits 2-6x
-            cheaper but stops them short of the optimum: over 40 evaluations it
-            ended lower on ZDT1 and VehicleSafety (every one of 10 paired seeds;
-            ``docs/results/mobo/2026-12-07-fit-tolerance``).
+        cold_ftol: The same for fits from BoTorch's default start. ``None``:
+            scipy's, 2.2e-9, as BoTorch fits. ``"auto"`` (default): scipy's for
+            continuous GPs, :data:`~ecopt.samplers._models.MIXED_COLD_FTOL` (1e-6)
+            for mixed-kernel GPs (categorical parameters). On continuous spaces
+            1e-6 stops fits short of the optimum and ended lower after 40
+            evaluations on ZDT1 and VehicleSafety (every one of 10 paired seeds);
+            on the mixed BraninCurrin scipy's tolerance made proposals 2.7x slower
+            and ended lower on the first seeds
+            (``docs/results/mobo/2026-12-07-fit-tolerance``).
         allow_repeats: In a fully discrete space small enough to enumerate
             (at most 2,048 configurations), may a configuration that already
             has a trial be proposed again before every configuration has one?
@@ -295,7 +299,7 @@ class QLogNEHVISampler(Sampler):
     def __init__(self, seed: int | None = None, n_init: int | None = None, num_restarts: int = 10,
                  raw_samples: int = 256, mc_samples: int | None = None, maxiter: int = 200,
                  warm_start: bool = False, cold_refit_every: int = 10,
-                 warm_ftol: float = 1e-6, cold_ftol: float | None = None,
+                 warm_ftol: float = 1e-6, cold_ftol: float | str | None = "auto",
                  allow_repeats: bool = False, dense_posterior: bool = True,
                  sample_around_best: bool = True, alpha: float | None = None,
                  parego_from: int | None = None, lengthscale_prior: str = "auto",
@@ -322,7 +326,11 @@ class QLogNEHVISampler(Sampler):
                         ("parego_from", 1 if parego_from is None else parego_from)):
             if v < 1:
                 raise ValueError(f"{what} >= 1 must hold, got {what}={v}")
-        for what, tol in (("warm_ftol", warm_ftol), ("cold_ftol", cold_ftol)):
+        if isinstance(cold_ftol, str) and cold_ftol != "auto":
+            raise ValueError(f"cold_ftol must be 'auto', None or a number in (0, 1), "
+                             f"got cold_ftol={cold_ftol!r}")
+        for what, tol in (("warm_ftol", warm_ftol),
+                          ("cold_ftol", None if isinstance(cold_ftol, str) else cold_ftol)):
             if tol is not None and not 0 < tol < 1:
                 raise ValueError(f"0 < {what} < 1 must hold, got {what}={tol}")
         if cold_refit_every < 0:

@@ -181,7 +181,7 @@ def test_ecopt_rows_run_full_proposals_unless_named_economy(
                                    "raw_samples": 256, "lengthscale_prior": "auto"}),
     ("ecopt-qlognehvi-ftol1e-6", {"cold_ftol": 1e-6, "warm_ftol": 1e-6, "n_init": None,
                                   "raw_samples": 256, "lengthscale_prior": "auto"}),
-    ("ecopt-qlognehvi", {"cold_ftol": None, "n_init": None, "num_restarts": 10,
+    ("ecopt-qlognehvi", {"cold_ftol": "auto", "n_init": None, "num_restarts": 10,
                          "raw_samples": 256, "lengthscale_prior": "auto", "init_center": True}),
     ("ecopt-qlognehvi-axlike", {"lengthscale_prior": "dim-scaled", "init_center": True,
                                 "n_init": 5, "num_restarts": 20, "raw_samples": 1024,
