@@ -119,8 +119,10 @@ def test_proposals_go_to_the_cheap_half_with_cost_aware():
             assert all("cost" not in r.proposal for r in bo)
         return np.mean([r.params["y"] < 0.5 for r in bo]), sum(r.energy_j for r in bo)
 
-    on = [cheap_share(True, seed) for seed in (0, 1)]
-    off = [cheap_share(False, seed) for seed in (0, 1)]
+    # Both edges of the front are equally good, so a cost-blind search splits its proposals
+    # between them only on average (one seed put 11 of 12 on the cheap half): four seeds.
+    on = [cheap_share(True, seed) for seed in range(4)]
+    off = [cheap_share(False, seed) for seed in range(4)]
     share_on, share_off = np.mean([s for s, _ in on]), np.mean([s for s, _ in off])
     assert share_on >= 0.75, (on, off)
     assert share_on >= share_off + 0.2, (on, off)
