@@ -165,8 +165,8 @@ class QLogNEHVISampler(Sampler):
             for mixed-kernel GPs (categorical parameters). On continuous spaces
             1e-6 stops fits short of the optimum and ended lower after 40
             evaluations on ZDT1 and VehicleSafety (every one of 10 paired seeds);
-            on the mixed BraninCurrin scipy's tolerance made proposals 2.7x slower
-            and ended lower on the first seeds
+            on the mixed BraninCurrin scipy's tolerance made proposals 3.4x slower
+            and ended lower on 3 of 4 paired seeds
             (``docs/results/mobo/2026-12-07-fit-tolerance``).
         allow_repeats: In a fully discrete space small enough to enumerate
             (at most 2,048 configurations), may a configuration that already
