@@ -206,6 +206,10 @@ _AX_PARTS: dict[str, dict[str, Any]] = {
                                "mc_samples": 128},
 }
 
+#: Ablation rows of the GP fits' tolerance: method -> ``cold_ftol`` for every fit.
+_FIT_TOLERANCE: dict[str, float | None] = {"ecopt-qlognehvi-scipyftol": None,
+                                           "ecopt-qlognehvi-ftol1e-6": 1e-6}
+
 
 def _run_ecopt(problem: Problem, method: str, seed: int, budget: int
                ) -> tuple[list[dict[str, Any]], list[float]]:
@@ -226,9 +230,9 @@ def _run_ecopt(problem: Problem, method: str, seed: int, budget: int
                                    raw_samples=raw, mc_samples=mc)
     elif method == "ecopt-qlognehvi-cold":
         sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share, warm_start=False)
-    elif method in ("ecopt-qlognehvi-scipyftol", "ecopt-qlognehvi-ftol1e-6"):
+    elif method in _FIT_TOLERANCE:
         sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share,
-                                   cold_ftol=None if method.endswith("scipyftol") else 1e-6)
+                                   cold_ftol=_FIT_TOLERANCE[method])
     elif method == "ecopt-qlognehvi-nosab":
         sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share,
                                    sample_around_best=False)
