@@ -57,6 +57,7 @@ def test_cheap_trials_make_economy_proposals(cheap_study):
         # the user's 96 raw samples are more than none, fewer than ECONOMY's: they stay;
         # trials thousands of times cheaper than a proposal: the longest refit interval
         assert e["settings"] == {"raw_samples": 96, "fit_maxiter": 50, "mc_samples": 32,
+                                 "cold_ftol": ECONOMY["cold_ftol"],
                                  "refit_every": ECONOMY_REFIT_EVERY[1]}
         assert r.proposal["mc_samples"] == 32  # fewer than a full proposal's 64
         # scored, not optimised; the first proposal's hyperparameters are kept as they are
@@ -106,6 +107,41 @@ def test_economy_keeps_a_users_lower_setting(cheap_study):
     assert e is not None and e["active"]
     assert e["settings"]["raw_samples"] == 32
     assert e["settings"]["fit_maxiter"] == ECONOMY["fit_maxiter"]
+
+
+@pytest.mark.parametrize("cold_ftol, used", [("auto", ECONOMY["cold_ftol"]), (None, None),
+                                              (1e-4, 1e-4)])
+def test_economy_fits_from_the_default_start_to_economys_tolerance(monkeypatch, cold_ftol,
+                                                                   used):
+    """With the default ``cold_ftol="auto"`` (scipy's tolerance for a full proposal's
+    continuous GPs) an economy proposal's fit from BoTorch's default start stops at
+    ``ECONOMY["cold_ftol"]`` (1e-6, what every recorded economy run used); a user's explicit
+    tolerance stays. Read from the fits the proposals actually ran."""
+    from ecopt.samplers import _models
+
+    seen: list[float | None] = []
+    init = _models._Fitter.__init__
+
+    def spy(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        seen.append(self.cold_ftol)
+
+    monkeypatch.setattr(_models._Fitter, "__init__", spy)
+    sampler = QLogNEHVISampler(n_init=3, num_restarts=2, raw_samples=32, maxiter=20,
+                               proposal_share=0.25, cold_ftol=cold_ftol)
+    study = ecopt.Study(SPACE, OBJS, sampler=sampler, seed=3, meter="wallclock")
+    study.optimize(f, n_trials=5, show_progress=False)
+    model = [r.proposal for r in study.records if r.proposed_by == "qlognehvi"]
+    assert [p["economy"]["active"] for p in model] == [True, True]
+    assert model[0]["economy"]["settings"]["cold_ftol"] == used
+    assert seen and set(seen) == {used}
+    # the same sampler's full proposal keeps its own rule: scipy's tolerance under "auto"
+    full = QLogNEHVISampler(n_init=3, num_restarts=2, raw_samples=32, maxiter=20,
+                            proposal_share=None, cold_ftol=cold_ftol)
+    seen.clear()
+    ecopt.Study(SPACE, OBJS, sampler=full, seed=3, meter="wallclock").optimize(
+        f, n_trials=4, show_progress=False)
+    assert set(seen) == {None if cold_ftol == "auto" else used}
 
 
 def small_economy_study(n_trials: int) -> list[dict]:
