@@ -74,8 +74,13 @@ def _truncate(src: Path, dest: Path, n: int, shuffle_seed: int | None = None) ->
 def run_study(trace: ZeusTrace, seed: int, budget: int, storage: Path | None = None,
               transfer_from: Sequence[Path] = (), enqueue: Sequence[dict[str, Any]] = (),
               min_trials: int = 0) -> dict[str, Any]:
-    """One study on ``trace``; stops after reaching the target (and ``min_trials``)."""
-    sampler = ecopt.samplers.QLogNEHVISampler(seed=seed)
+    """One study on ``trace``; stops after reaching the target (and ``min_trials``).
+
+    Proposals are full ones (``proposal_share=None``): the trials are GPU runs of
+    kilojoules to megajoules, on which the default rule keeps full proposals
+    (``docs/results/pruning/2026-12-06-economy-zeus``); replayed here, they cost this
+    CPU nothing, and the rule would economise every proposal of the cold arm."""
+    sampler = ecopt.samplers.QLogNEHVISampler(seed=seed, proposal_share=None)
     study = ecopt.Study(trace.space(), OBJS, storage=storage, sampler=sampler,
                         meter="estimate", seed=seed, transfer_from=list(transfer_from) or None)
     queue = []
