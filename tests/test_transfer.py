@@ -40,8 +40,15 @@ def _run(study: Study, n: int, fn=_f) -> list:
     return out
 
 
+def _f_mostly_x(p: dict) -> dict[str, float]:
+    x, y = p["x"], p.get("y", 0.5)
+    return {"a": 4 * (x - 0.3) ** 2 + 0.1 * y, "b": 4 * (x - 0.7) ** 2 + 0.1 * (1 - y)}
+
+
 def test_other_bounds_extra_and_missing_parameter(tmp_path: Path) -> None:
-    src = _source(tmp_path / "src")
+    # x explains the source's values (y, which the new space lacks, hardly moves them):
+    # otherwise, marginalised over y, the source would not predict itself and go unused
+    src = _source(tmp_path / "src", fn=_f_mostly_x)
     # x has wider bounds, y exists only in the source, z only here.
     sp = SearchSpace({"x": Float(0.2, 2.0), "z": Int(1, 5)})
     st = Study(sp, OBJS, storage=tmp_path / "dst", meter="estimate", seed=0,
@@ -52,8 +59,9 @@ def test_other_bounds_extra_and_missing_parameter(tmp_path: Path) -> None:
     assert rec["n_records"] == 10 and len(rec["hash"]) == 16 and rec["study_id"]
     trials = _run(st, 3, lambda p: _f(p, 2.0, 1.0))
     assert trials[0].proposed_by == "transfer"
-    for t in trials:
-        assert 0.2 <= t.params["x"] <= 2.0 and t.params["z"] == 3
+    for t in trials:  # a source point takes the new parameter's centre
+        assert 0.2 <= t.params["x"] <= 2.0
+        assert t.params["z"] == 3 or t.proposed_by != "transfer"
     # the source's first Pareto point, clipped into [0.2, 2.0]
     src_study = ecopt.load_study(src)
     src_x = {round(max(0.2, r.params["x"]), 9) for r in src_study.best_trials()}
@@ -185,6 +193,43 @@ def test_unrelated_source_is_down_weighted(tmp_path: Path) -> None:
     st2 = Study(sp, OBJS, meter="estimate", seed=0, transfer_from=[good])
     _run(st2, 6, lambda p: _f(p, 3.0, 2.0))
     assert st2.records[-1].proposal["transfer"]["sources"][0]["trust"] >= 0.5
+
+
+def test_a_source_that_cannot_predict_itself_is_never_used(tmp_path: Path) -> None:
+    """Shuffled values (a source whose trials do not predict each other) get trust 0 from
+    the first proposal: the study proposes exactly what a cold study proposes; a real
+    source passes the check and shapes the initial design from the first trial."""
+    good = _source(tmp_path / "good", n=16)
+    rows = [json.loads(x) for x in (good / "trials.jsonl").read_text().splitlines() if x]
+    rng = np.random.default_rng(0)
+    done = [i for i, r in enumerate(rows) if r.get("state") == "complete"]
+    for key in ("a", "b"):
+        vals = [rows[i]["values"][key] for i in done]
+        for i, j in zip(done, rng.permutation(len(vals))):
+            rows[i]["values"][key] = vals[j]
+    junk = tmp_path / "junk"
+    junk.mkdir()
+    (junk / "study.json").write_text((good / "study.json").read_text())
+    (junk / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    sp = SearchSpace({"x": Float(0, 1), "y": Float(0, 1)})
+    kw = {"meter": "estimate", "seed": 4,
+          "sampler": ecopt.samplers.QLogNEHVISampler(num_restarts=2, raw_samples=32,
+                                                     proposal_share=None)}
+    cold = _run(Study(sp, OBJS, **kw), 8, lambda p: _f(p, 3.0, 2.0))
+    kw["sampler"] = ecopt.samplers.QLogNEHVISampler(num_restarts=2, raw_samples=32,
+                                                    proposal_share=None)
+    st = Study(sp, OBJS, transfer_from=[junk], **kw)
+    shuffled = _run(st, 8, lambda p: _f(p, 3.0, 2.0))
+    assert [t.params for t in shuffled] == [t.params for t in cold]
+    first = st.records[0].proposal["transfer"]["sources"][0]
+    assert first["trust"] == 0.0 and first["self_trust"] < 0.3
+    kw["sampler"] = ecopt.samplers.QLogNEHVISampler(num_restarts=2, raw_samples=32,
+                                                    proposal_share=None)
+    st2 = Study(sp, OBJS, transfer_from=[good], **kw)
+    _run(st2, 1, lambda p: _f(p, 3.0, 2.0))
+    note = st2.records[0].proposal["transfer"]["sources"][0]
+    assert note["trust"] is None and note["self_trust"] >= 0.5
+    assert st2.records[0].proposed_by == "transfer"
 
 
 def test_transfer_needs_a_model_sampler_and_new_directory(tmp_path: Path) -> None:

@@ -33,7 +33,8 @@ from typing import Any
 from ecopt.trial import TrialRecord
 
 __all__ = ["AUTO_PRIORS", "LENGTHSCALE_PRIORS", "MIXED_COLD_FTOL", "Fitted", "fit_outputs",
-           "last_priors", "load_params", "loo_log_score", "param_state", "stack", "warm_state"]
+           "last_priors", "load_params", "loo_log_score", "loo_predictions", "param_state",
+           "stack", "warm_state"]
 
 #: Lengthscale priors of the continuous GPs' RBF kernels: ``"gamma"``, Gamma(3, 6) (mode
 #: 1/3; BoTorch's default before 0.12), ``"dim-scaled"``, BoTorch's default since 0.12
@@ -175,15 +176,16 @@ def stack(models: Sequence[Any], X: Any, Y: Any, Yvar: Any) -> Any | None:
     return batched
 
 
-def loo_log_score(model: Any) -> float:
-    """Mean leave-one-out log predictive density of a fitted exact GP's training targets.
+def loo_predictions(model: Any) -> tuple[Any, Any, Any] | None:
+    """Leave-one-out predictions of a fitted exact GP's training targets.
 
     Each observation is predicted from the others with the fitted hyperparameters
     (Rasmussen & Williams, 2006, eq. 5.10-5.12, in closed form from one Cholesky
-    factor), in the model's own (standardised) units, so two GPs on the same outcome
-    compare by it whatever their priors. Unlike the marginal likelihood plus the log
-    prior, no prior density enters. ``-inf`` when the covariance is not positive
-    definite.
+    factor), in the model's own (standardised) units.
+
+    Returns:
+        ``(targets, leave-one-out means, leave-one-out variances)``, 1-D tensors, or
+        ``None`` when the covariance is not positive definite.
     """
     import torch
 
@@ -195,13 +197,29 @@ def loo_log_score(model: Any) -> float:
             y = model.train_targets.reshape(-1)
             L, info = torch.linalg.cholesky_ex(K)
             if int(info) != 0:
-                return -math.inf
+                return None
             Kinv = torch.cholesky_inverse(L)
             var = 1.0 / torch.diagonal(Kinv)
             resid = (Kinv @ (y - m)) * var  # y_i - mu_{-i}
-            score = float((-0.5 * torch.log(2 * math.pi * var) - 0.5 * resid ** 2 / var).mean())
+            return y, y - resid, var
     finally:
         model.eval()
+
+
+def loo_log_score(model: Any) -> float:
+    """Mean leave-one-out log predictive density of a fitted exact GP's training targets
+    (:func:`loo_predictions`), in the model's own (standardised) units, so two GPs on the
+    same outcome compare by it whatever their priors. Unlike the marginal likelihood plus
+    the log prior, no prior density enters. ``-inf`` when the covariance is not positive
+    definite.
+    """
+    import torch
+
+    out = loo_predictions(model)
+    if out is None:
+        return -math.inf
+    y, mu, var = out
+    score = float((-0.5 * torch.log(2 * math.pi * var) - 0.5 * (y - mu) ** 2 / var).mean())
     return score if math.isfinite(score) else -math.inf
 
 

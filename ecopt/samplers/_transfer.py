@@ -4,6 +4,16 @@ The model is a ranking-weighted pooled model in the spirit of RGPE (Feurer,
 Letham, Hutter, Bakshy, "Practical transfer learning for Bayesian
 optimization"):
 
+0. **Self-consistency.** A source whose own trials do not predict each other is
+   never used. For each shared objective, the source's GP (below) predicts each
+   of its trials from the others (leave-one-out, closed form); the share of
+   concordant pairs against what they observed gives ``max(0, 2 * score - 1)``,
+   and the source's ``self_trust`` is the mean over objectives. Below
+   :data:`TRUST_MIN` the source gets trust 0 from the start: values that look like
+   noise (a wrong directory, shuffled or mislabelled metrics) cannot steer the
+   initial design either, and with no other source the study proposes exactly
+   what a cold study with the same seed proposes. Sources of fewer than
+   :data:`MIN_JUDGED` trials are not checked.
 1. **Trust.** For each source and each shared objective a GP is fitted once on
    the source's trials (BoTorch ``SingleTaskGP``). Its posterior mean at the
    target's complete trials is compared with what they observed: the share of
@@ -89,6 +99,7 @@ class TransferModel:
         self.space = space
         self.objectives = list(objectives)
         self._fitted: dict[int, _Fitted] = {}
+        self._self: dict[int, float | None] = {}
 
     # -- trust ---------------------------------------------------------------
     def _gp(self, k: int, name: str) -> Any:
@@ -127,6 +138,29 @@ class TransferModel:
         with torch.no_grad():
             return gp.posterior(X.reshape(len(params), self.space.dim)).mean.squeeze(-1).numpy()
 
+    def self_trust(self, k: int) -> float | None:
+        """How well source ``k``'s trials predict each other (see the module; ``None``:
+        fewer than :data:`MIN_JUDGED` trials, not checked)."""
+        if k in self._self:
+            return self._self[k]
+        from ecopt.samplers._models import loo_predictions
+
+        src = self.sources[k]
+        value: float | None = None
+        if len(src.records) >= MIN_JUDGED:
+            per = []
+            for name in src.objectives:
+                gp = self._gp(k, name)
+                loo = None if gp is None else loo_predictions(gp)
+                if loo is None:
+                    per.append(0.0)
+                    continue
+                y, mu, _ = loo
+                per.append(max(0.0, 2.0 * concordance(mu.numpy(), y.numpy()) - 1.0))
+            value = round(float(np.mean(per)), 4) if per else 0.0
+        self._self[k] = value
+        return value
+
     def trust(self, complete: Sequence[TrialRecord]) -> list[dict[str, Any]]:
         """Each source's trust given the target's complete trials (see the module)."""
         ok = [r for r in complete if r.state is TrialState.COMPLETE and r.feasible
@@ -134,6 +168,13 @@ class TransferModel:
         out = []
         for k, src in enumerate(self.sources):
             entry: dict[str, Any] = {"source": src.label, "study_id": src.study_id}
+            own = self.self_trust(k)
+            if own is not None:
+                entry["self_trust"] = own
+                if own < TRUST_MIN:
+                    entry.update(trust=0.0, judged_on=len(ok))
+                    out.append(entry)
+                    continue
             if len(ok) < MIN_JUDGED or not src.records:
                 entry.update(trust=None if src.records else 0.0, judged_on=len(ok))
                 out.append(entry)
