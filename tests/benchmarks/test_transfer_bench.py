@@ -40,6 +40,19 @@ def test_summary_ratios_counts_and_unreached_runs():
     assert tr[3] == 3 and tr[4] == 2  # seeds, reached
     assert facts["transfer"]["runs"] == 3 and facts["transfer"]["runs_worse_than_cold"] == 1
     assert facts["transfer"]["median_saving_x"] == 2.0  # ratios 5, 2, 0 (never reached)
+    assert facts["transfer"]["worst_cost_vs_cold_x"] == math.inf  # cold reached, it did not
+
+
+def test_summary_counts_two_unreached_runs_as_the_same_outcome():
+    runs = [{"workload": "w", "direction": "a->b", "arm": arm, "seed": seed,
+             "energy_to_95_j": e, "trials": 40, "final_hv": 0.9, "trust": [0.0],
+             "proposal_energy_j_estimated": 1.0}
+            for seed, (cold, un) in enumerate([(math.inf, math.inf), (50.0, 60.0), (40.0, 40.0)])
+            for arm, e in (("cold", cold), ("unrelated", un))]
+    _, facts = summarise(runs)
+    f = facts["unrelated"]
+    assert f["median_saving_x"] == 1.0  # ratios 1 (neither reached), 50/60, 1
+    assert f["runs_worse_than_cold"] == 1 and f["worst_cost_vs_cold_x"] == 1.2
 
 
 def test_mtgp_starts_from_the_source_front_then_proposes_unseen_points(tmp_path: Path):
