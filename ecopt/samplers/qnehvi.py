@@ -249,7 +249,8 @@ class QLogNEHVISampler(Sampler):
             perturbations of the observed Pareto set) instead of optimised, and
             the GP hyperparameters are kept from the last proposal, optimised
             again (warm-started, at most 50 L-BFGS-B iterations; the first one
-            fitted from the default start to convergence) only every
+            fitted from the default start, stopped at a relative gain of
+            ``ECONOMY["cold_ftol"]`` unless ``cold_ftol`` is set) only every
             ``refit_every`` observations (the cost ratio over the share, within
             :data:`ECONOMY_REFIT_EVERY`), or sooner while the data is small
             (:data:`ECONOMY_REFIT_GROWTH`: every new observation up to 8); with
