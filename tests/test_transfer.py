@@ -232,6 +232,20 @@ def test_a_source_that_cannot_predict_itself_is_never_used(tmp_path: Path) -> No
     assert st2.records[0].proposed_by == "transfer"
 
 
+def test_a_source_of_a_few_trials_is_not_self_checked(tmp_path: Path) -> None:
+    """Below SELF_CHECK_MIN trials a leave-one-out ranking says too little: the source is
+    used until the new study's own trials judge it (trust None, no self_trust)."""
+    from ecopt.samplers._transfer import SELF_CHECK_MIN
+
+    small = _source(tmp_path / "small", n=SELF_CHECK_MIN - 1)
+    sp = SearchSpace({"x": Float(0, 1), "y": Float(0, 1)})
+    st = Study(sp, OBJS, meter="estimate", seed=0, transfer_from=[small])
+    _run(st, 1)
+    note = st.records[0].proposal["transfer"]["sources"][0]
+    assert note["trust"] is None and "self_trust" not in note
+    assert st.records[0].proposed_by == "transfer"
+
+
 def test_transfer_needs_a_model_sampler_and_new_directory(tmp_path: Path) -> None:
     src = _source(tmp_path / "src")
     sp = SearchSpace({"x": Float(0, 1), "y": Float(0, 1)})

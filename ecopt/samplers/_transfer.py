@@ -13,7 +13,8 @@ optimization"):
    noise (a wrong directory, shuffled or mislabelled metrics) cannot steer the
    initial design either, and with no other source the study proposes exactly
    what a cold study with the same seed proposes. Sources of fewer than
-   :data:`MIN_JUDGED` trials are not checked.
+   :data:`SELF_CHECK_MIN` trials are not checked (a leave-one-out ranking of a
+   handful of noisy trials says too little).
 1. **Trust.** For each source and each shared objective a GP is fitted once on
    the source's trials (BoTorch ``SingleTaskGP``). Its posterior mean at the
    target's complete trials is compared with what they observed: the share of
@@ -54,12 +55,14 @@ from ecopt.pareto import non_dominated
 from ecopt.space import SearchSpace
 from ecopt.record import TrialRecord, TrialState, make_record
 
-__all__ = ["MIN_JUDGED", "TRUST_MIN", "TransferModel"]
+__all__ = ["MIN_JUDGED", "SELF_CHECK_MIN", "TRUST_MIN", "TransferModel"]
 
 #: Complete target trials needed before a source's trust is judged.
 MIN_JUDGED = 3
 #: Trust below which a source is left out of the initial design and the model.
 TRUST_MIN = 0.3
+#: Trials a source needs before its self-consistency (``self_trust``) is checked.
+SELF_CHECK_MIN = 8
 
 
 def concordance(pred: np.ndarray, obs: np.ndarray) -> float:
@@ -140,14 +143,14 @@ class TransferModel:
 
     def self_trust(self, k: int) -> float | None:
         """How well source ``k``'s trials predict each other (see the module; ``None``:
-        fewer than :data:`MIN_JUDGED` trials, not checked)."""
+        fewer than :data:`SELF_CHECK_MIN` trials, not checked)."""
         if k in self._self:
             return self._self[k]
         from ecopt.samplers._models import loo_predictions
 
         src = self.sources[k]
         value: float | None = None
-        if len(src.records) >= MIN_JUDGED:
+        if len(src.records) >= SELF_CHECK_MIN:
             per = []
             for name in src.objectives:
                 gp = self._gp(k, name)
