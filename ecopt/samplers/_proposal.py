@@ -179,7 +179,7 @@ def model_based(sampler: QLogNEHVISampler, space: SearchSpace, records: Sequence
         refit = fitted_at is None or data.U.shape[0] - fitted_at >= refit_due(
             fitted_at, int(economy["refit_every"]))
         fit_kw.update(refit=refit, fit_maxiter=int(economy["fit_maxiter"]),
-                      cold_ftol=economy.get("cold_ftol", sampler.cold_ftol))
+                      cold_ftol=economy["cold_ftol"])
     # "auto" chooses each output's lengthscale prior by comparing fits under both; an
     # economy re-fit fits under the prior chosen last until the observations have grown
     # by ECONOMY_PRIOR_GROWTH since that choice (half the fits).
