@@ -25,7 +25,9 @@ Client API (``get_next_trials``/``complete_trial``) with its default generation
 strategy. Methods that allow it share the initial design: ``2 (d + 1)``
 scrambled Sobol points of the same seed (enqueued into Optuna's TPE and GP
 samplers, attached to Ax's experiment by ``ax-shared-init``; NSGA-II and
-``ax`` draw their own). Noise is drawn from ``default_rng((seed, evaluation))``, so
+``ax`` draw their own). ecopt's rows start from its own default design (the
+centre of the space, then Sobol points of the seed: ``min(2 (d + 1), 5)``
+trials, as Ax's 5), or from ``2 (d + 1)`` trials with the ``-design2d`` suffix. Noise is drawn from ``default_rng((seed, evaluation))``, so
 every method sees the same noise sequence. Hypervolume is always scored on
 the true (noiseless / expected) values of the evaluated points.
 """
@@ -65,8 +67,13 @@ COLLAPSE_FRACTION = 0.35
 #: Method name -> short description (the order of the report's rows).
 METHODS: dict[str, str] = {
     "ecopt-qlognehvi": "ecopt qLogNEHVI, q=1 (default settings: 10 restarts, 256 raw, 64 MC, "
-                       "lengthscale_prior='auto', init_center=True, cold_ftol='auto'), "
+                       "lengthscale_prior='auto', init_center=True, cold_ftol='auto', its own "
+                       "initial design of min(2 (d + 1), 5) trials), "
                        "full proposals (proposal_share=None; every ecopt-qlognehvi* row too)",
+    "ecopt-qlognehvi-design2d": "ecopt qLogNEHVI, q=1, default settings but a 2 (d + 1)-trial "
+                                "initial design from the centre (the shared design's size; the "
+                                "default before min(2 (d + 1), 5)); any ecopt-qlognehvi* method "
+                                "+ '-design2d' starts from this design",
     "ecopt-qlognehvi-economy": "ecopt qLogNEHVI with the default economy rule "
                                "(proposal_share=0.25): on a test function every proposal "
                                "after the first is an economy one",
@@ -151,7 +158,11 @@ _ALIASES = {"ecopt-qlognehvi-lite": "ecopt-qlognehvi-r5-raw256-mc64"}
 
 def known_method(name: str) -> bool:
     """A method in :data:`METHODS`, an ``ecopt-qlognehvi-r<R>-raw<N>-mc<S>`` setting, an
-    ``ecopt-qlognehvi-alpha<a>`` or an ``ecopt-qlognehvi-init<n>`` one."""
+    ``ecopt-qlognehvi-alpha<a>`` or an ``ecopt-qlognehvi-init<n>`` one; any ``ecopt-qlognehvi*``
+    one with ``-design2d`` (the ``2 (d + 1)``-trial design) before an ``-economy``."""
+    base = name.removesuffix("-economy")
+    if base.startswith("ecopt-qlognehvi") and base.endswith("-design2d"):
+        name = base.removesuffix("-design2d")
     return name in METHODS or any(p.fullmatch(name) is not None
                                   for p in (_SETTINGS, _ALPHA, _INIT))
 
@@ -222,52 +233,56 @@ def _run_ecopt(problem: Problem, method: str, seed: int, budget: int
     # ``-economy`` method the default rule (proposal_share=0.25).
     share: dict[str, Any] = {"proposal_share": 0.25 if method.endswith("-economy") else None}
     method = method.removesuffix("-economy")
+    # Every ecopt row starts from the sampler's own initial design (the centre, then Sobol:
+    # min(2 (d + 1), 5) trials), but ``-design2d``: the shared 2 (d + 1)-point size.
+    n_init = problem.n_init if method.endswith("-design2d") else None
+    method = method.removesuffix("-design2d")
     q = 4 if method.endswith("-q4") else 1
     sampler: ecopt.samplers.Sampler
     if (setting := _SETTINGS.fullmatch(_ALIASES.get(method, method))) is not None:
         r, raw, mc = (int(v) for v in setting.groups())
-        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share, num_restarts=r,
+        sampler = QLogNEHVISampler(seed=seed, n_init=n_init, **share, num_restarts=r,
                                    raw_samples=raw, mc_samples=mc)
     elif method == "ecopt-qlognehvi-cold":
-        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share, warm_start=False)
+        sampler = QLogNEHVISampler(seed=seed, n_init=n_init, **share, warm_start=False)
     elif method in _FIT_TOLERANCE:
-        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share,
+        sampler = QLogNEHVISampler(seed=seed, n_init=n_init, **share,
                                    cold_ftol=_FIT_TOLERANCE[method])
     elif method == "ecopt-qlognehvi-nosab":
-        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share,
+        sampler = QLogNEHVISampler(seed=seed, n_init=n_init, **share,
                                    sample_around_best=False)
     elif method == "ecopt-qlognehvi-exact":
-        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share, alpha=0.0)
+        sampler = QLogNEHVISampler(seed=seed, n_init=n_init, **share, alpha=0.0)
     elif (init := _INIT.fullmatch(method)) is not None:
         sampler = QLogNEHVISampler(seed=seed, n_init=int(init.group(1)), **share)
     elif (alpha := _ALPHA.fullmatch(method)) is not None:
-        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share,
+        sampler = QLogNEHVISampler(seed=seed, n_init=n_init, **share,
                                    alpha=float(alpha.group(1)))
     elif method in _PRIOR_CENTRE:
         prior, centre = _PRIOR_CENTRE[method]
-        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share,
+        sampler = QLogNEHVISampler(seed=seed, n_init=n_init, **share,
                                    lengthscale_prior=prior, init_center=centre)
     elif method in _AX_PARTS:
         sampler = QLogNEHVISampler(seed=seed, **share, **_AX_PARTS[method])
     elif method == "ecopt-qlognehvi-obsref":
-        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share,
+        sampler = QLogNEHVISampler(seed=seed, n_init=n_init, **share,
                                    ref_point_rule="observed")
     elif method == "ecopt-qlognehvi-m4alpha":
-        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share, parego_from=5,
+        sampler = QLogNEHVISampler(seed=seed, n_init=n_init, **share, parego_from=5,
                                    alpha=ALPHA_M4)
     elif method == "ecopt-qlognehvi-m4exact":
-        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share, parego_from=5,
+        sampler = QLogNEHVISampler(seed=seed, n_init=n_init, **share, parego_from=5,
                                    alpha=0.0)
     elif method == "ecopt-qlognparego":
-        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share, parego_from=2)
+        sampler = QLogNEHVISampler(seed=seed, n_init=n_init, **share, parego_from=2)
     elif method == "ecopt-qlognparego-m4":  # the default before enumerated spaces' exact boxes
-        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share, parego_from=4)
+        sampler = QLogNEHVISampler(seed=seed, n_init=n_init, **share, parego_from=4)
     elif method.startswith("ecopt-qlognehvi"):
-        sampler = QLogNEHVISampler(seed=seed, n_init=problem.n_init, **share)
+        sampler = QLogNEHVISampler(seed=seed, n_init=n_init, **share)
     elif method == "ecopt-qnehvi":
         from ecopt.samplers import QNEHVISampler
 
-        sampler = QNEHVISampler(seed=seed, n_init=problem.n_init, **share)
+        sampler = QNEHVISampler(seed=seed, n_init=n_init, **share)
     elif method == "ecopt-sobol":
         sampler = SobolSampler(seed=seed)
     else:

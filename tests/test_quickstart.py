@@ -115,7 +115,7 @@ def test_quickstart_cli_end_to_end(tmp_path):
     lines = (out / "trials.jsonl").read_text().splitlines()
     assert len(lines) == 7
     recs = [json.loads(x) for x in lines]
-    # The Sobol design: 2*(d+1) = 10, but at most a third of the 7 trials planned (at least 3).
+    # The Sobol design: min(2(d+1), 5) = 5, but at most a third of the 7 trials planned (at least 3).
     assert [r["proposed_by"] for r in recs] == ["sobol"] * 3 + ["qlognehvi"] * 4
     study = ecopt.load_study(out)
     assert len(study.pareto_front()) >= 1

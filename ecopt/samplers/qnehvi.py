@@ -20,7 +20,7 @@ in four stages, each in its own private module (BoTorch's own layout):
    (:mod:`~ecopt.samplers._discrete`).
 
 Until ``n_init`` trials exist the proposals are scrambled Sobol points (by default
-``2 (d + 1)``, fewer in a short study: :meth:`QLogNEHVISampler.initial_design_size`). The
+``min(2 (d + 1), 5)``, fewer in a short study: :meth:`QLogNEHVISampler.initial_design_size`). The
 fast paths (:mod:`~ecopt.samplers._botorch_compat`, the only module that
 touches BoTorch's private parts) fall back in order: a fast path that is
 switched off or fails leaves the proposal to BoTorch's public path
@@ -51,6 +51,11 @@ __all__ = ["QLogNEHVISampler", "QNEHVISampler"]
 
 log = logging.getLogger("ecopt")
 
+#: Without ``n_init``, the initial design has ``min(2 (d + 1), INIT_TRIALS)`` trials: Ax's
+#: size. With the current GP fits it ended ahead of ``2 (d + 1)`` on the three 6-dimensional
+#: problems of ``benchmarks/mobo.py`` and level on the other four, 10 seeds each
+#: (``docs/benchmarks.md``, "Longer studies: Ax's design size").
+INIT_TRIALS = 5
 #: Without ``n_init``, a study whose ``optimize(n_trials=...)`` call plans few trials spends
 #: at most this fraction of them on the Sobol design, and at least :data:`MIN_INIT` trials
 #: (``benchmarks/short_studies.py`` compares it with ``2 (d + 1)`` and a half).
@@ -139,7 +144,7 @@ class QLogNEHVISampler(Sampler):
     Args:
         seed: Seed (default: the study's).
         n_init: Sobol trials before the model takes over. ``None`` (default):
-            ``2 * (d + 1)``, or fewer in a short study: at most a third of the
+            ``min(2 * (d + 1), 5)``, or fewer in a short study: at most a third of the
             trials the running ``optimize(n_trials=...)`` call plans, at least 3
             (:meth:`initial_design_size`; each Sobol trial's ``proposal["why"]``
             names the rule).
@@ -395,11 +400,12 @@ class QLogNEHVISampler(Sampler):
     def initial_design_size(self, dim: int) -> tuple[int, str]:
         """How many Sobol trials come before the model, and the rule that said so.
 
-        ``n_init`` when given. Otherwise ``2 (d + 1)``, capped at
+        ``n_init`` when given. Otherwise ``min(2 (d + 1), 5)``
+        (:data:`INIT_TRIALS`, the size of Ax's design), capped at
         :data:`SHORT_STUDY_FRACTION` of :attr:`planned_trials` (at least
         :data:`MIN_INIT`) when the running ``optimize()`` call says how many
-        trials the study will have: without the cap a 10-trial study of 4
-        parameters would be all Sobol and never use its model.
+        trials the study will have: without the cap a 9-trial study would
+        spend 5 of its trials on Sobol points.
 
         Args:
             dim: Number of search-space dimensions.
@@ -410,16 +416,16 @@ class QLogNEHVISampler(Sampler):
         """
         if self.n_init is not None:
             return self.n_init, f"n_init={self.n_init}"
-        full = 2 * (dim + 1)
+        full = min(2 * (dim + 1), INIT_TRIALS)
+        size = f"min(2(d+1), {INIT_TRIALS})={full}"
         planned = getattr(self, "planned_trials", None)
         if planned is None:
-            return full, f"n_init=2(d+1)={full}"
+            return full, f"n_init={size}"
         cap = max(MIN_INIT, int(planned * SHORT_STUDY_FRACTION))
         if cap >= full:
-            return full, f"n_init=2(d+1)={full}"
+            return full, f"n_init={size}"
         share = "a third" if SHORT_STUDY_FRACTION == 1 / 3 else f"{SHORT_STUDY_FRACTION:g}"
-        return cap, (f"n_init={cap}: 2(d+1)={full} capped at {share} of the "
-                     f"{planned} planned trials")
+        return cap, f"n_init={cap}: {size} capped at {share} of the {planned} planned trials"
 
     def _sobol(self, space: SearchSpace, start: int, n: int, why: str,
                seen: set[tuple[float, ...]] | None = None,

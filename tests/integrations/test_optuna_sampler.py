@@ -45,8 +45,8 @@ def test_the_one_line_change_runs_an_existing_optuna_objective():
     assert [t.state for t in study.trials] == [optuna.trial.TrialState.COMPLETE] * 10
     by = [t.system_attrs.get("ecopt:proposed_by") for t in study.trials]
     # Trial 0 has no search space yet: Sobol point 0, parameter by parameter; then the
-    # rest of ecopt's Sobol design (n_init = 2 (d + 1) = 8), then the model.
-    assert by[:8] == ["sobol"] * 8 and by[8:] == ["qlognehvi"] * 2
+    # rest of ecopt's Sobol design (n_init = min(2 (d + 1), 5) = 5), then the model.
+    assert by[:5] == ["sobol"] * 5 and by[5:] == ["qlognehvi"] * 5
     for t in study.trials:
         assert 1e-3 <= t.params["x"] <= 1.0 and t.params["n"] in range(1, 9)
         assert t.params["act"] in ("relu", "tanh")

@@ -8,7 +8,7 @@ import pytest
 import ecopt
 from ecopt.cli import main
 from ecopt.samplers import QLogNEHVISampler
-from ecopt.samplers.qnehvi import MIN_INIT
+from ecopt.samplers.qnehvi import INIT_TRIALS, MIN_INIT
 
 SPACE4 = ecopt.SearchSpace({f"x{i}": ecopt.Float(0.0, 1.0) for i in range(4)})
 OBJS = [ecopt.Objective("f1", "min"), ecopt.Objective("f2", "min")]
@@ -20,20 +20,27 @@ def f(t: ecopt.Trial) -> dict[str, float]:
 
 
 @pytest.mark.parametrize("dim,planned,want", [
-    (4, None, 10),  # no plan (ask/tell, a timeout or an energy budget): 2(d+1)
+    (4, None, INIT_TRIALS),  # no plan (ask/tell, a timeout or an energy budget): Ax's 5
     (4, 10, 3),     # a third of 10
     (4, 8, MIN_INIT),  # a third of 8 is 2: at least 3
-    (4, 24, 8),
-    (4, 30, 10),    # a long study keeps 2(d+1)
-    (4, 300, 10),
+    (4, 12, 4),
+    (4, 15, 5),     # a long enough study keeps min(2(d+1), 5)
+    (4, 300, 5),
+    (1, None, 4),   # 2(d+1) = 4 < 5
+    (1, 30, 4),
     (1, 5, 3),
+    (10, None, 5),  # not 22: the size does not grow with d
 ])
 def test_initial_design_size_rule(dim, planned, want):
     s = QLogNEHVISampler()
     s.planned_trials = planned
     n, rule = s.initial_design_size(dim)
     assert n == want
-    assert ("capped" in rule) == (want < 2 * (dim + 1))
+    full = min(2 * (dim + 1), INIT_TRIALS)
+    if want < full:
+        assert rule.startswith(f"n_init={want}: min(2(d+1), 5)={full} capped"), rule
+    else:
+        assert rule == f"n_init=min(2(d+1), 5)={full}"
 
 
 def test_explicit_n_init_wins_over_the_plan():
@@ -61,7 +68,7 @@ def test_ten_trial_four_parameter_study_uses_its_model(tmp_path, capsys):
     out = capsys.readouterr().out
     line = next(ln for ln in out.splitlines() if ln.startswith("proposed by: "))
     assert line.startswith("proposed by: sobol: 3 trials (0-2), initial design (n_init=3: "
-                           "2(d+1)=10 capped"), line
+                           "min(2(d+1), 5)=5 capped"), line
     assert line.endswith("; qlognehvi: 9 trials (3-11)"), line
     assert "proposed by" in out.split("Pareto front", 1)[1].splitlines()[1]
 
@@ -70,6 +77,10 @@ def test_a_long_study_keeps_the_full_design():
     sampler = QLogNEHVISampler()
     study = ecopt.Study(SPACE4, OBJS, sampler=sampler, seed=0, meter="wallclock")
     sampler.planned_trials = 40
-    got = sampler.propose(study.space, [], [], 10)
-    assert [p.proposed_by for p in got] == ["sobol"] * 10
-    assert got[0].info["why"] == "initial design (n_init=2(d+1)=10)"
+    got = sampler.propose(study.space, [], [], 7)
+    # The design is 5 trials (the first the centre); past it, without complete trials to
+    # model, the Sobol points say why they are not the model's.
+    whys = [p.info["why"] for p in got]
+    assert whys == ["initial design (n_init=min(2(d+1), 5)=5)"] * 5 + [
+        "fewer than 2 complete trials to model"] * 2
+    assert got[0].params == {f"x{i}": 0.5 for i in range(4)}

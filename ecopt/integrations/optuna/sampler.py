@@ -142,7 +142,8 @@ class EcoptSampler(BaseSampler):
             ``study.optimize(n_trials=...)`` says; Optuna does not tell its
             sampler). As in ``ecopt.Study``, a short study then spends at most a
             third of them (at least 3) on the Sobol design instead of
-            ``2 (d + 1)``. ``None`` (default): ``2 (d + 1)``, or ``n_init``.
+            ``min(2 (d + 1), 5)``. ``None`` (default): ``min(2 (d + 1), 5)``, or
+            ``n_init``.
         **options: Passed to :class:`ecopt.samplers.QLogNEHVISampler`
             (``n_init``, ``cost_aware``, ``num_restarts``, ``raw_samples``,
             ``ref_point_rule``...). With ``cost_aware=True`` the cost is the
