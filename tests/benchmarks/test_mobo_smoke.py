@@ -54,7 +54,8 @@ def test_quick_mode_writes_sane_tables_and_resumes(tmp_path: Path,
         assert np.all(np.isfinite(r["log_gap"]))
         assert len(r["params"]) == 7
     qn = [r for r in runs if r["method"] == "ecopt-qlognehvi"]
-    assert all(len(r["ask_s"]) == 1 for r in qn)  # 6 Sobol points, then a model proposal
+    # ecopt's own design, min(2 (d + 1), 5) = 5 points (the centre first), then the model.
+    assert all(len(r["ask_s"]) == 2 for r in qn)
     # Same seed: Optuna TPE starts from the shared Sobol design; ecopt's default starts at the
     # centre of the space instead of its first point, then follows the same Sobol sequence
     # (skipping, in this discrete space, a point that is the centre again).
@@ -136,22 +137,30 @@ def test_qnehvi_method_runs_the_papers_acquisition() -> None:
     from ecopt.samplers import QNEHVISampler
 
     assert mobo.known_method("ecopt-qnehvi")
+    from ecopt.samplers.qnehvi import INIT_TRIALS
+
     problem = make_problem("branincurrin")
-    budget = problem.n_init + 2
+    budget = INIT_TRIALS + 2  # the sampler's own design (5 of BraninCurrin's 2 (d + 1) = 6)
     params, ask_s = mobo._run_ecopt(problem, "ecopt-qnehvi", 0, budget)
     assert len(params) == budget and len({tuple(sorted(p.items())) for p in params}) == budget
     assert QNEHVISampler.name == "qnehvi"
     assert len(ask_s) == 2  # the model's asks are timed, as qLogNEHVI's are
 
 
-@pytest.mark.parametrize("method, share, n_init", [("ecopt-qlognehvi", None, None),
-                                                   ("ecopt-qlognehvi-nosab", None, None),
-                                                   ("ecopt-qlognehvi-init5", None, 5),
-                                                   ("ecopt-qlognehvi-economy", 0.25, None)])
+@pytest.mark.parametrize("method, share, n_init, design", [
+    ("ecopt-qlognehvi", None, None, 5),  # the sampler's own design: min(2 (d + 1), 5)
+    ("ecopt-qlognehvi-nosab", None, None, 5),
+    ("ecopt-qlognehvi-init5", None, 5, 5),
+    ("ecopt-qlognehvi-economy", 0.25, None, 5),
+    ("ecopt-qlognehvi-design2d", None, 6, 6),  # the shared design's 2 (d + 1)
+    ("ecopt-qlognehvi-nosab-design2d", None, 6, 6),
+    ("ecopt-qlognehvi-design2d-economy", 0.25, 6, 6)])
 def test_ecopt_rows_run_full_proposals_unless_named_economy(
-        method: str, share: float | None, n_init: int | None, monkeypatch) -> None:
+        method: str, share: float | None, n_init: int | None, design: int,
+        monkeypatch) -> None:
     """A test function costs nothing: the default economy rule would economise every
-    proposal after the first, so the rows measure full proposals; ``-economy`` the default."""
+    proposal after the first, so the rows measure full proposals; ``-economy`` the default.
+    Every row starts from the sampler's own design, ``-design2d`` from ``2 (d + 1)`` trials."""
     from ecopt.samplers import qnehvi
 
     seen: list[tuple[float | None, int | None]] = []
@@ -165,8 +174,14 @@ def test_ecopt_rows_run_full_proposals_unless_named_economy(
     problem = make_problem("branincurrin")
     params, ask_s = mobo._run_ecopt(problem, method, 0, problem.n_init + 3)
     assert mobo.known_method(method) and len(params) == problem.n_init + 3
-    first = n_init or problem.n_init  # the Sobol design, then model proposals
-    assert seen == [(share, first)] and len(ask_s) == problem.n_init + 3 - first
+    assert seen == [(share, n_init)]
+    assert len(ask_s) == problem.n_init + 3 - design  # the Sobol design, then the model's
+
+
+def test_design2d_is_only_a_suffix_of_qlognehvi_rows() -> None:
+    assert not mobo.known_method("ecopt-sobol-design2d")
+    assert not mobo.known_method("ecopt-qlognehvi-nonsense-design2d")
+    assert mobo.known_method("ecopt-qlognehvi-r20-raw1024-mc64-design2d")
 
 
 @pytest.mark.parametrize("method, want", [
@@ -183,6 +198,8 @@ def test_ecopt_rows_run_full_proposals_unless_named_economy(
                                   "raw_samples": 256, "lengthscale_prior": "auto"}),
     ("ecopt-qlognehvi", {"cold_ftol": "auto", "n_init": None, "num_restarts": 10,
                          "raw_samples": 256, "lengthscale_prior": "auto", "init_center": True}),
+    ("ecopt-qlognehvi-design2d", {"cold_ftol": "auto", "n_init": 6, "num_restarts": 10,
+                                  "lengthscale_prior": "auto", "init_center": True}),
     ("ecopt-qlognehvi-axlike", {"lengthscale_prior": "dim-scaled", "init_center": True,
                                 "n_init": 5, "num_restarts": 20, "raw_samples": 1024,
                                 "mc_samples": 128})])
@@ -206,7 +223,6 @@ def test_the_ax_setting_rows_build_the_sampler_they_name(method: str, want: dict
     with pytest.raises(Built):  # the first ask shows the sampler the row built
         mobo._run_ecopt(problem, method, 0, 1)
     assert mobo.known_method(method) and len(seen) == 1
-    want = {**want, "n_init": want["n_init"] or problem.n_init}
     assert {k: getattr(seen[0], k) for k in want} == want
     assert seen[0].proposal_share is None
 
