@@ -156,13 +156,26 @@ AX_METHODS = ("ax", "ax-shared-init")
 _ALIASES = {"ecopt-qlognehvi-lite": "ecopt-qlognehvi-r5-raw256-mc64"}
 
 
+def _suffixes(method: str) -> tuple[str, bool, bool]:
+    """``(row, economy, design2d)``: an ecopt method name without its ``-economy`` (the
+    default economy rule) and, before it, ``-design2d`` (the ``2 (d + 1)``-trial design)."""
+    economy = method.endswith("-economy")
+    method = method.removesuffix("-economy")
+    design2d = method.endswith("-design2d")
+    return method.removesuffix("-design2d"), economy, design2d
+
+
 def known_method(name: str) -> bool:
     """A method in :data:`METHODS`, an ``ecopt-qlognehvi-r<R>-raw<N>-mc<S>`` setting, an
     ``ecopt-qlognehvi-alpha<a>`` or an ``ecopt-qlognehvi-init<n>`` one; any ``ecopt-qlognehvi*``
-    one with ``-design2d`` (the ``2 (d + 1)``-trial design) before an ``-economy``."""
-    base = name.removesuffix("-economy")
-    if base.startswith("ecopt-qlognehvi") and base.endswith("-design2d"):
-        name = base.removesuffix("-design2d")
+    one with ``-design2d`` (the ``2 (d + 1)``-trial design) before an ``-economy``, but those
+    that set their own design (``-init<n>``, Ax's parts)."""
+    row, _, design2d = _suffixes(name)
+    if design2d:
+        if (not row.startswith("ecopt-qlognehvi") or row in _AX_PARTS
+                or _INIT.fullmatch(row) is not None):
+            return False
+        name = row
     return name in METHODS or any(p.fullmatch(name) is not None
                                   for p in (_SETTINGS, _ALPHA, _INIT))
 
@@ -231,12 +244,11 @@ def _run_ecopt(problem: Problem, method: str, seed: int, budget: int
     # A test function costs nothing, so the default economy rule would make every proposal
     # after the first an economy one: these rows measure full proposals, and the
     # ``-economy`` method the default rule (proposal_share=0.25).
-    share: dict[str, Any] = {"proposal_share": 0.25 if method.endswith("-economy") else None}
-    method = method.removesuffix("-economy")
+    method, economy, design2d = _suffixes(method)
+    share: dict[str, Any] = {"proposal_share": 0.25 if economy else None}
     # Every ecopt row starts from the sampler's own initial design (the centre, then Sobol:
     # min(2 (d + 1), 5) trials), but ``-design2d``: the shared 2 (d + 1)-point size.
-    n_init = problem.n_init if method.endswith("-design2d") else None
-    method = method.removesuffix("-design2d")
+    n_init = problem.n_init if design2d else None
     q = 4 if method.endswith("-q4") else 1
     sampler: ecopt.samplers.Sampler
     if (setting := _SETTINGS.fullmatch(_ALIASES.get(method, method))) is not None:

@@ -136,9 +136,9 @@ def test_qnehvi_method_runs_the_papers_acquisition() -> None:
     """``ecopt-qnehvi`` (the ECOpt paper's non-log qNEHVI) is a known method and proposes."""
     from ecopt.samplers import QNEHVISampler
 
-    assert mobo.known_method("ecopt-qnehvi")
     from ecopt.samplers.qnehvi import INIT_TRIALS
 
+    assert mobo.known_method("ecopt-qnehvi")
     problem = make_problem("branincurrin")
     budget = INIT_TRIALS + 2  # the sampler's own design (5 of BraninCurrin's 2 (d + 1) = 6)
     params, ask_s = mobo._run_ecopt(problem, "ecopt-qnehvi", 0, budget)
@@ -182,6 +182,9 @@ def test_design2d_is_only_a_suffix_of_qlognehvi_rows() -> None:
     assert not mobo.known_method("ecopt-sobol-design2d")
     assert not mobo.known_method("ecopt-qlognehvi-nonsense-design2d")
     assert mobo.known_method("ecopt-qlognehvi-r20-raw1024-mc64-design2d")
+    # Rows that set their own design would ignore the suffix: their names are refused.
+    assert not mobo.known_method("ecopt-qlognehvi-init5-design2d")
+    assert not mobo.known_method("ecopt-qlognehvi-axdesign-design2d-economy")
 
 
 @pytest.mark.parametrize("method, want", [
