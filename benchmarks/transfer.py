@@ -22,6 +22,11 @@ megajoules). A study stops once it reached the target (cold runs go on to 20
 trials: their first 20 are the other direction's source).
 
     python -m benchmarks.transfer --seeds 3 --budget 40 --record docs/results/transfer/DATE
+
+``--self-check K`` measures the source check instead: the ``self_trust`` of every
+real 20-trial source (mapped into the target GPU's space) and of its shuffled copies (the ``unrelated`` arm's, then ``K``
+more shuffles), against the bars ``TRUST_MIN`` and ``SELF_TRUST_STRONG`` of
+:mod:`ecopt.samplers._transfer`.
 """
 
 from __future__ import annotations
@@ -190,6 +195,60 @@ def run_seed(workload: tuple[str, str], seed: int, budget: int, root: Path,
     return out
 
 
+def self_check_seed(workload: tuple[str, str], seed: int, root: Path, shuffles: int
+                    ) -> list[dict[str, Any]]:
+    """``self_trust`` of each direction's 20-trial source (one seed), mapped into the target
+    GPU's space as ``transfer_from`` maps it, and of shuffled copies of it: the
+    ``unrelated`` arm's (``shuffle_seed=seed``), then ``shuffles`` more."""
+    from ecopt.samplers._transfer import TransferModel
+    from ecopt.transfer import load_sources
+
+    d, n = workload
+    traces = {g: ZeusTrace.load(TRACE_DIR, d, n, gpu=g) for g in ("v100", "a40")}
+    out = []
+    for src_gpu, dst_gpu in DIRECTIONS:
+        cold = root / f"cold-{src_gpu}"
+        run_study(traces[src_gpu], seed, SOURCE_TRIALS * 2, cold, min_trials=SOURCE_TRIALS)
+        space = traces[dst_gpu].space()
+
+        def own(path: Path) -> float | None:
+            return TransferModel(load_sources([path], space, OBJS), space, OBJS).self_trust(0)
+
+        real = own(_truncate(cold, root / f"src-{src_gpu}", SOURCE_TRIALS))
+        junk = [own(_truncate(cold, root / f"junk-{src_gpu}-{j}", SOURCE_TRIALS,
+                              shuffle_seed=s))
+                for j, s in enumerate([seed, *(1000 + i for i in range(shuffles))])]
+        out.append({"workload": d, "direction": f"{src_gpu}->{dst_gpu}", "seed": seed,
+                    "real": real, "shuffled": junk})
+    return out
+
+
+SELF_CHECK_COLUMNS = ["workload", "sources", "real: median self_trust", "real: lowest",
+                      "real >= TRUST_MIN", "real >= SELF_TRUST_STRONG", "shuffled copies",
+                      "shuffled >= TRUST_MIN", "shuffled >= SELF_TRUST_STRONG",
+                      "shuffled: highest"]
+
+
+def summarise_self_check(rows: Sequence[dict[str, Any]]) -> tuple[list[list[Any]], dict[str, Any]]:
+    """Per workload and overall: shares of real and shuffled sources at each bar."""
+    from ecopt.samplers._transfer import SELF_TRUST_STRONG, TRUST_MIN
+
+    def line(name: str, part: Sequence[dict[str, Any]]) -> list[Any]:
+        real = np.array([r["real"] for r in part], dtype=float)
+        junk = np.array([j for r in part for j in r["shuffled"]], dtype=float)
+        return [name, len(real), float(np.median(real)), float(real.min()),
+                float(np.mean(real >= TRUST_MIN)), float(np.mean(real >= SELF_TRUST_STRONG)),
+                len(junk), float(np.mean(junk >= TRUST_MIN)),
+                float(np.mean(junk >= SELF_TRUST_STRONG)), float(junk.max())]
+
+    names = sorted({r["workload"] for r in rows})
+    table = [line(w, [r for r in rows if r["workload"] == w]) for w in names]
+    table.append(line("all", rows))
+    facts = dict(zip(SELF_CHECK_COLUMNS[1:], table[-1][1:]))
+    facts.update(trust_min=TRUST_MIN, self_trust_strong=SELF_TRUST_STRONG)
+    return table, facts
+
+
 def _p_less(a: Sequence[float], b: Sequence[float]) -> float | None:
     from scipy.stats import mannwhitneyu
 
@@ -271,12 +330,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--load-runs", nargs="+", default=None,
                     help="summarise runs written before (--runs-json files; several are joined)")
     ap.add_argument("--note", action="append", default=[], help="a caveat kept with the record")
+    ap.add_argument("--self-check", type=int, default=None, metavar="K",
+                    help="measure the sources' self_trust (and K more shuffles of each) instead")
     args = ap.parse_args(argv)
     TRACE_DIR = Path(args.zeus_dir)
     workloads = [k for k in DEFAULT_TARGETS if args.workloads is None or k[0] in args.workloads]
     warnings.simplefilter("ignore")
     t0 = time.time()
     runs: list[dict[str, Any]] = []
+    if args.self_check is not None:
+        return _self_check_main(args, workloads, argv)
     if args.load_runs:
         for f in args.load_runs:
             runs += json.loads(Path(f).read_text())
@@ -324,6 +387,43 @@ def main(argv: Sequence[str] | None = None) -> int:
                    "arm needs less energy than cold", *args.note],
             facts={"target_fraction_of_max_hv": TARGET, "source_trials": SOURCE_TRIALS,
                    "overall": facts, "runs": runs})
+    return 0
+
+
+def _self_check_main(args: argparse.Namespace, workloads: Sequence[tuple[str, str]],
+                     argv: Sequence[str] | None) -> int:
+    t0 = time.time()
+    rows: list[dict[str, Any]] = []
+    if args.load_runs:
+        for f in args.load_runs:
+            rows += json.loads(Path(f).read_text())
+    else:
+        for seed in range(args.seed_offset, args.seed_offset + args.seeds):
+            for w in workloads:
+                with tempfile.TemporaryDirectory() as tmp:
+                    rows += self_check_seed(w, seed, Path(tmp), args.self_check)
+                print(f"seed {seed} {w[0]}: {time.time() - t0:.0f} s", file=sys.stderr,
+                      flush=True)
+                if args.runs_json:
+                    Path(args.runs_json).write_text(json.dumps(rows))
+    table, facts = summarise_self_check(rows)
+    print("| " + " | ".join(SELF_CHECK_COLUMNS) + " |")
+    for r in table:
+        print("| " + " | ".join(f"{c:.4g}" if isinstance(c, float) else str(c) for c in r) + " |")
+    if args.record:
+        from docs import recorded
+
+        recorded.write_run(
+            Path(args.record), script="benchmarks/transfer.py",
+            command="python -m benchmarks.transfer " + " ".join(argv or sys.argv[1:]),
+            tables={"self_check": recorded.Table(SELF_CHECK_COLUMNS, table)},
+            energy=None,
+            title="Transfer sources' self-check: real and shuffled Zeus sources",
+            notes=["self_trust: leave-one-out ranking of a source's 20 trials by its own GP "
+                   "(Kendall's tau clipped at 0, mean over energy and time); shuffled: the "
+                   "values of each objective permuted among the trials, as the unrelated "
+                   "arm's source", *args.note],
+            facts={**facts, "sources": rows})
     return 0
 
 

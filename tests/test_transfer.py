@@ -256,3 +256,62 @@ def test_transfer_needs_a_model_sampler_and_new_directory(tmp_path: Path) -> Non
     plain.close()
     with pytest.raises(TransferSourceError, match="without transfer sources"):
         Study(sp, OBJS, storage=tmp_path / "p", meter="estimate", transfer_from=[src])
+
+
+def test_pool_threshold_is_kendalls_five_percent_level() -> None:
+    from ecopt.samplers._transfer import TRUST_MIN, pool_threshold
+
+    assert pool_threshold(0) == pool_threshold(1) == float("inf")
+    assert pool_threshold(3) > 1.0  # three trials never pool a source
+    assert pool_threshold(4) == pytest.approx(1.645 * (2 * 13 / (9 * 4 * 3)) ** 0.5)
+    assert pool_threshold(5) == pytest.approx(0.6715, abs=1e-4)
+    assert pool_threshold(8) == pytest.approx(0.4749, abs=1e-4)
+    assert pool_threshold(16) > TRUST_MIN == pool_threshold(17) == pool_threshold(200)
+    # exact check at n = 5: rankings with tau >= the bar are 5 of 120 (p = 0.042 <= 0.05)
+    from itertools import permutations
+
+    def tau(p: tuple) -> float:
+        pairs = [(i, j) for i in range(5) for j in range(i + 1, 5)]
+        return sum(1 if p[i] < p[j] else -1 for i, j in pairs) / len(pairs)
+
+    hits = sum(tau(p) >= pool_threshold(5) for p in permutations(range(5)))
+    assert hits / 120 <= 0.05
+    with pytest.raises(ValueError, match="judged trials >= 0, got -1"):
+        pool_threshold(-1)
+
+
+def test_a_source_enters_the_model_only_once_its_trust_is_significant(tmp_path: Path) -> None:
+    """Three target trials ranked right (trust 1.0) happen by chance one time in six per
+    objective: a source without a strong self-check shapes the design, but its trials are
+    not pooled until enough trials back it (pool_threshold); a source that predicts
+    itself well is pooled on trust >= TRUST_MIN from the third trial."""
+    from ecopt.record import TrialState, make_record
+    from ecopt.samplers._transfer import (SELF_CHECK_MIN, SELF_TRUST_STRONG, TRUST_MIN,
+                                          TransferModel, pool_threshold)
+    from ecopt.transfer import load_sources
+
+    sp = SearchSpace({"x": Float(0, 1), "y": Float(0, 1)})
+    pts = [{"x": x, "y": y} for x, y in [(0.1, 0.1), (0.5, 0.9), (0.9, 0.4), (0.3, 0.6),
+                                         (0.7, 0.2), (0.2, 0.8)]]
+    recs = [make_record(number=i, state=TrialState.COMPLETE, params=p, values=_f(p, 3.0, 2.0))
+            for i, p in enumerate(pts)]
+    # unchecked (fewer than SELF_CHECK_MIN trials): significance needed
+    small = _source(tmp_path / "small", n=SELF_CHECK_MIN - 1)
+    tm = TransferModel(load_sources([small], sp, OBJS), sp, OBJS)
+    three = tm.trust(recs[:3])[0]
+    assert three["trust"] >= TRUST_MIN and three["poolable"] is False
+    assert "self_trust" not in three
+    assert three["pool_at"] == pytest.approx(pool_threshold(3), abs=1e-4)
+    assert tm.pooled(tm.trust(recs[:3])) == ([], [])
+    assert tm.design_points(tm.trust(recs[:3]))  # still gives the initial design
+    six = tm.trust(recs)
+    assert six[0]["trust"] >= pool_threshold(6) and six[0]["poolable"] is True
+    extra, used = tm.pooled(six)
+    assert used == [0] and len(extra) == SELF_CHECK_MIN - 1
+    # checked and strong: the usual bar from the third trial
+    big = _source(tmp_path / "big", n=16)
+    tm2 = TransferModel(load_sources([big], sp, OBJS), sp, OBJS)
+    three2 = tm2.trust(recs[:3])[0]
+    assert three2["self_trust"] >= SELF_TRUST_STRONG
+    assert three2["pool_at"] == TRUST_MIN and three2["poolable"] is True
+    assert tm2.pooled(tm2.trust(recs[:3]))[1] == [0]

@@ -28,7 +28,21 @@ optimization"):
    new space (sources in order, each front sorted by its first objective),
    instead of Sobol points; once every source falls below ``TRUST_MIN``, the
    rest of the initial design is Sobol, as a cold start.
-3. **Model.** Each trusted source's trials enter the target's GPs, their values
+3. **Model.** A source's trials enter the target's GPs once its trust is backed
+   by enough evidence. A source that passed its own check clearly
+   (``self_trust >= SELF_TRUST_STRONG``) is pooled at ``trust >= TRUST_MIN``, from
+   :data:`MIN_JUDGED` trials on. Any other source (a borderline ``self_trust``, or
+   too few trials to be checked) must be significant on the new study's trials:
+   trust at least :func:`pool_threshold` of the ``n`` trials it was judged on, the
+   one-sided 5% level of Kendall's tau between unrelated rankings. The source's GP
+   never saw the new study's values, so this null is exact for an unrelated
+   source: three trials ranked right by chance (a trust of at least ``TRUST_MIN``
+   nearly one time in two) no longer pool it. No trust reaches that bar before 4
+   judged trials; it is 0.81 at 4, 0.67 at 5, 0.47 at 8 and 0.3 from 17. Shuffled
+   sources' leave-one-out rankings are optimistic (the GP's hyperparameters were
+   fitted on the value it predicts), so a shuffled source passes ``TRUST_MIN`` now
+   and then and ``SELF_TRUST_STRONG`` rarely, while most real ones reach it
+   (measured on the Zeus traces: ``docs/results/transfer/2026-12-07-source-check``). A pooled source's values
    moved onto the target's scale by a least-squares line (target observations
    against the source GP's mean at the same points; slope kept >= 0). Across
    GPUs the energy and time of a configuration differ by a factor and an offset
@@ -55,7 +69,8 @@ from ecopt.pareto import non_dominated
 from ecopt.space import SearchSpace
 from ecopt.record import TrialRecord, TrialState, make_record
 
-__all__ = ["MIN_JUDGED", "SELF_CHECK_MIN", "TRUST_MIN", "TransferModel"]
+__all__ = ["MIN_JUDGED", "POOL_Z", "SELF_CHECK_MIN", "SELF_TRUST_STRONG", "TRUST_MIN",
+           "TransferModel", "pool_threshold"]
 
 #: Complete target trials needed before a source's trust is judged.
 MIN_JUDGED = 3
@@ -63,6 +78,30 @@ MIN_JUDGED = 3
 TRUST_MIN = 0.3
 #: Trials a source needs before its self-consistency (``self_trust``) is checked.
 SELF_CHECK_MIN = 8
+#: ``self_trust`` from which a source is pooled on ``trust >= TRUST_MIN`` alone (below,
+#: its trust must also be significant, :func:`pool_threshold`).
+SELF_TRUST_STRONG = 0.5
+#: One-sided normal quantile of the pooling test (p <= 0.05, see :func:`pool_threshold`).
+POOL_Z = 1.645
+
+
+def pool_threshold(n: int) -> float:
+    """The trust a source judged on ``n`` of the new study's trials needs to be pooled.
+
+    ``max(TRUST_MIN, POOL_Z * sd)``, ``sd`` the standard deviation of Kendall's tau
+    between two unrelated rankings of ``n`` items, ``sqrt(2 (2n + 5) / (9 n (n - 1)))``:
+    a source that ranks the trials no better than chance reaches it one time in
+    twenty at most. ``inf`` below 2 trials (no pair to rank).
+
+    Raises:
+        ValueError: ``n`` is negative.
+    """
+    if n < 0:
+        raise ValueError(f"pool_threshold needs a number of judged trials >= 0, got {n}")
+    if n < 2:
+        return math.inf
+    sd = math.sqrt(2.0 * (2 * n + 5) / (9.0 * n * (n - 1)))
+    return max(TRUST_MIN, POOL_Z * sd)
 
 
 def concordance(pred: np.ndarray, obs: np.ndarray) -> float:
@@ -184,6 +223,7 @@ class TransferModel:
                 continue
             per: dict[str, float] = {}
             lines: dict[str, tuple[float, float]] = {}
+            judged = len(ok)
             for name in src.objectives:
                 rows = [r for r in ok if name in r.values and math.isfinite(r.values[name])]
                 pred = self.predict(k, name, [r.params for r in rows])
@@ -193,8 +233,13 @@ class TransferModel:
                 obs = np.array([r.values[name] for r in rows])
                 per[name] = round(max(0.0, 2.0 * concordance(pred, obs) - 1.0), 4)
                 lines[name] = _line(pred, obs)
-            t = float(np.mean(list(per.values()))) if per else 0.0
-            entry.update(trust=round(t, 4), per_objective=per, judged_on=len(ok))
+                judged = min(judged, len(rows))
+            t = round(float(np.mean(list(per.values()))) if per else 0.0, 4)
+            strong = own is not None and own >= SELF_TRUST_STRONG
+            bar = TRUST_MIN if strong else pool_threshold(judged)
+            entry.update(trust=t, per_objective=per, judged_on=len(ok),
+                         pool_at=round(bar, 4) if math.isfinite(bar) else None,
+                         poolable=t >= bar)
             entry["_lines"] = lines
             out.append(entry)
         return out
@@ -218,7 +263,8 @@ class TransferModel:
 
     # -- model ---------------------------------------------------------------
     def pooled(self, trust: Sequence[dict[str, Any]]) -> tuple[list[TrialRecord], list[int]]:
-        """Trusted sources' trials on the target's scale (every objective needed).
+        """Significantly trusted sources' trials on the target's scale (every objective
+        needed; see :func:`pool_threshold`).
 
         Returns:
             ``(records to add to the model's training data, indices of the sources used)``.
@@ -229,7 +275,8 @@ class TransferModel:
         for k, src in enumerate(self.sources):
             t = trust[k].get("trust")
             lines = trust[k].get("_lines", {})
-            if t is None or t < TRUST_MIN or set(names) - set(lines):
+            if (t is None or t < TRUST_MIN or not trust[k].get("poolable")
+                    or set(names) - set(lines)):
                 continue
             used.append(k)
             for r in src.records:

@@ -72,3 +72,20 @@ def test_mtgp_starts_from_the_source_front_then_proposes_unseen_points(tmp_path:
         seen.append(p)
     assert seen[:2] == prop.design and prop.cpu_s > 0
     assert all(np.isfinite(list(r.values.values())).all() for r in target.records)
+
+
+def test_self_check_summary_shares_at_each_bar():
+    from benchmarks.transfer import SELF_CHECK_COLUMNS, summarise_self_check
+
+    rows = [{"workload": "a", "direction": "v100->a40", "seed": 0, "real": 0.6, "shuffled": [0.0, 0.35]},
+            {"workload": "a", "direction": "a40->v100", "seed": 0, "real": 0.4, "shuffled": [0.1, 0.55]},
+            {"workload": "b", "direction": "v100->a40", "seed": 0, "real": 0.2, "shuffled": [0.0, 0.0]}]
+    table, facts = summarise_self_check(rows)
+    assert [r[0] for r in table] == ["a", "b", "all"]
+    a = dict(zip(SELF_CHECK_COLUMNS, table[0]))
+    assert a["sources"] == 2 and a["real: median self_trust"] == 0.5
+    assert a["real >= TRUST_MIN"] == 1.0 and a["real >= SELF_TRUST_STRONG"] == 0.5
+    assert a["shuffled copies"] == 4 and a["shuffled >= TRUST_MIN"] == 0.5
+    assert a["shuffled >= SELF_TRUST_STRONG"] == 0.25 and a["shuffled: highest"] == 0.55
+    assert facts["sources"] == 3 and facts["real: lowest"] == 0.2
+    assert facts["shuffled >= TRUST_MIN"] == 2 / 6
