@@ -336,22 +336,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     TRACE_DIR = Path(args.zeus_dir)
     workloads = [k for k in DEFAULT_TARGETS if args.workloads is None or k[0] in args.workloads]
     warnings.simplefilter("ignore")
-    t0 = time.time()
-    runs: list[dict[str, Any]] = []
     if args.self_check is not None:
         return _self_check_main(args, workloads, argv)
-    if args.load_runs:
-        for f in args.load_runs:
-            runs += json.loads(Path(f).read_text())
-    else:
-        for seed in range(args.seed_offset, args.seed_offset + args.seeds):
-            for w in workloads:
-                with tempfile.TemporaryDirectory() as tmp:
-                    runs += run_seed(w, seed, args.budget, Path(tmp), args.arms)
-                print(f"seed {seed} {w[0]}: {time.time() - t0:.0f} s", file=sys.stderr,
-                      flush=True)
-                if args.runs_json:
-                    Path(args.runs_json).write_text(json.dumps(runs, default=str))
+    runs = _collect(args, workloads,
+                    lambda w, seed, root: run_seed(w, seed, args.budget, root, args.arms))
     rows, facts = summarise(runs)
     head = "| " + " | ".join(COLUMNS) + " |"
     print(head)
@@ -390,22 +378,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _self_check_main(args: argparse.Namespace, workloads: Sequence[tuple[str, str]],
-                     argv: Sequence[str] | None) -> int:
-    t0 = time.time()
+def _collect(args: argparse.Namespace, workloads: Sequence[tuple[str, str]],
+             one: Any) -> list[dict[str, Any]]:
+    """The rows of ``--load-runs`` files, or ``one(workload, seed, tmp dir)``'s for every
+    seed and workload (written to ``--runs-json`` after each)."""
     rows: list[dict[str, Any]] = []
     if args.load_runs:
         for f in args.load_runs:
             rows += json.loads(Path(f).read_text())
-    else:
-        for seed in range(args.seed_offset, args.seed_offset + args.seeds):
-            for w in workloads:
-                with tempfile.TemporaryDirectory() as tmp:
-                    rows += self_check_seed(w, seed, Path(tmp), args.self_check)
-                print(f"seed {seed} {w[0]}: {time.time() - t0:.0f} s", file=sys.stderr,
-                      flush=True)
-                if args.runs_json:
-                    Path(args.runs_json).write_text(json.dumps(rows))
+        return rows
+    t0 = time.time()
+    for seed in range(args.seed_offset, args.seed_offset + args.seeds):
+        for w in workloads:
+            with tempfile.TemporaryDirectory() as tmp:
+                rows += one(w, seed, Path(tmp))
+            print(f"seed {seed} {w[0]}: {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
+            if args.runs_json:
+                Path(args.runs_json).write_text(json.dumps(rows, default=str))
+    return rows
+
+
+def _self_check_main(args: argparse.Namespace, workloads: Sequence[tuple[str, str]],
+                     argv: Sequence[str] | None) -> int:
+    rows = _collect(args, workloads,
+                    lambda w, seed, root: self_check_seed(w, seed, root, args.self_check))
     table, facts = summarise_self_check(rows)
     print("| " + " | ".join(SELF_CHECK_COLUMNS) + " |")
     for r in table:

@@ -89,3 +89,19 @@ def test_self_check_summary_shares_at_each_bar():
     assert a["shuffled >= SELF_TRUST_STRONG"] == 0.25 and a["shuffled: highest"] == 0.55
     assert facts["sources"] == 3 and facts["real: lowest"] == 0.2
     assert facts["shuffled >= TRUST_MIN"] == 2 / 6
+
+
+def test_self_check_record_from_saved_rows(tmp_path: Path):
+    import json
+
+    from benchmarks.transfer import main
+
+    rows = [{"workload": "a", "direction": "v100->a40", "seed": s, "real": 0.3 + 0.1 * s,
+             "shuffled": [0.05 * s]} for s in range(4)]
+    (tmp_path / "rows.json").write_text(json.dumps(rows))
+    assert main(["--self-check", "0", "--load-runs", str(tmp_path / "rows.json"),
+                 "--record", str(tmp_path / "rec")]) == 0
+    facts = json.loads((tmp_path / "rec" / "summary.json").read_text())["facts"]
+    assert [r["seed"] for r in facts["sources"]] == [0, 1, 2, 3]
+    assert facts["real >= SELF_TRUST_STRONG"] == 0.5
+    assert facts["shuffled: highest"] == 0.15 and facts["trust_min"] == 0.3
