@@ -223,23 +223,27 @@ def self_check_seed(workload: tuple[str, str], seed: int, root: Path, shuffles: 
     return out
 
 
-SELF_CHECK_COLUMNS = ["workload", "sources", "real: median self_trust", "real: lowest",
-                      "real >= TRUST_MIN", "real >= SELF_TRUST_STRONG", "shuffled copies",
-                      "shuffled >= TRUST_MIN", "shuffled >= SELF_TRUST_STRONG",
-                      "shuffled: highest"]
+SELF_CHECK_COLUMNS = ["workload", "sources", "not checked (< SELF_CHECK_MIN trials mapped)",
+                      "real: median self_trust", "real: lowest", "real >= TRUST_MIN",
+                      "real >= SELF_TRUST_STRONG", "shuffled copies", "shuffled >= TRUST_MIN",
+                      "shuffled >= SELF_TRUST_STRONG", "shuffled: highest"]
 
 
 def summarise_self_check(rows: Sequence[dict[str, Any]]) -> tuple[list[list[Any]], dict[str, Any]]:
-    """Per workload and overall: shares of real and shuffled sources at each bar."""
+    """Per workload and overall: shares of the checked real and shuffled sources at each bar
+    (a source with fewer than ``SELF_CHECK_MIN`` trials in the target's space is not checked:
+    ``self_trust`` None, counted apart)."""
     from ecopt.samplers._transfer import SELF_TRUST_STRONG, TRUST_MIN
 
     def line(name: str, part: Sequence[dict[str, Any]]) -> list[Any]:
-        real = np.array([r["real"] for r in part], dtype=float)
-        junk = np.array([j for r in part for j in r["shuffled"]], dtype=float)
-        return [name, len(real), float(np.median(real)), float(real.min()),
-                float(np.mean(real >= TRUST_MIN)), float(np.mean(real >= SELF_TRUST_STRONG)),
-                len(junk), float(np.mean(junk >= TRUST_MIN)),
-                float(np.mean(junk >= SELF_TRUST_STRONG)), float(junk.max())]
+        real = np.array([r["real"] for r in part if r["real"] is not None], dtype=float)
+        junk = np.array([j for r in part for j in r["shuffled"] if j is not None], dtype=float)
+        stats = [None] * 8 if not len(real) else [
+            float(np.median(real)), float(real.min()), float(np.mean(real >= TRUST_MIN)),
+            float(np.mean(real >= SELF_TRUST_STRONG)), len(junk),
+            float(np.mean(junk >= TRUST_MIN)), float(np.mean(junk >= SELF_TRUST_STRONG)),
+            float(junk.max())]
+        return [name, len(part), sum(r["real"] is None for r in part), *stats]
 
     names = sorted({r["workload"] for r in rows})
     table = [line(w, [r for r in rows if r["workload"] == w]) for w in names]
@@ -405,7 +409,8 @@ def _self_check_main(args: argparse.Namespace, workloads: Sequence[tuple[str, st
     table, facts = summarise_self_check(rows)
     print("| " + " | ".join(SELF_CHECK_COLUMNS) + " |")
     for r in table:
-        print("| " + " | ".join(f"{c:.4g}" if isinstance(c, float) else str(c) for c in r) + " |")
+        print("| " + " | ".join("-" if c is None else f"{c:.4g}" if isinstance(c, float)
+                                 else str(c) for c in r) + " |")
     if args.record:
         from docs import recorded
 

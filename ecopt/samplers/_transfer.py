@@ -42,9 +42,10 @@ optimization"):
    sources' leave-one-out rankings are optimistic (the GP's hyperparameters were
    fitted on the value it predicts), so a shuffled source passes ``TRUST_MIN`` now
    and then and ``SELF_TRUST_STRONG`` rarely, while most real ones reach it
-   (measured on the Zeus traces: ``docs/results/transfer/2026-12-07-source-check``). A pooled source's values
-   moved onto the target's scale by a least-squares line (target observations
-   against the source GP's mean at the same points; slope kept >= 0). Across
+   (measured on the Zeus traces: ``docs/results/transfer/2026-12-07-source-check``).
+   A pooled source's values are moved onto the target's scale by a least-squares
+   line (target observations against the source GP's mean at the same points;
+   slope kept >= 0). Across
    GPUs the energy and time of a configuration differ by a factor and an offset
    while their ranking is kept, which this line absorbs. An untrusted source
    contributes nothing, so an unrelated source costs what a cold start costs

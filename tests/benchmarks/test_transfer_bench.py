@@ -77,17 +77,24 @@ def test_mtgp_starts_from_the_source_front_then_proposes_unseen_points(tmp_path:
 def test_self_check_summary_shares_at_each_bar():
     from benchmarks.transfer import SELF_CHECK_COLUMNS, summarise_self_check
 
-    rows = [{"workload": "a", "direction": "v100->a40", "seed": 0, "real": 0.6, "shuffled": [0.0, 0.35]},
-            {"workload": "a", "direction": "a40->v100", "seed": 0, "real": 0.4, "shuffled": [0.1, 0.55]},
-            {"workload": "b", "direction": "v100->a40", "seed": 0, "real": 0.2, "shuffled": [0.0, 0.0]}]
+    def row(w: str, real: float | None, shuffled: list) -> dict:
+        return {"workload": w, "direction": "v100->a40", "seed": 0, "real": real,
+                "shuffled": shuffled}
+
+    rows = [row("a", 0.6, [0.0, 0.35]), row("a", 0.4, [0.1, 0.55]), row("b", 0.2, [0.0, 0.0]),
+            row("c", None, [None])]
     table, facts = summarise_self_check(rows)
-    assert [r[0] for r in table] == ["a", "b", "all"]
+    assert [r[0] for r in table] == ["a", "b", "c", "all"]
+    c = dict(zip(SELF_CHECK_COLUMNS, table[2]))
+    assert c["sources"] == 1 and c["not checked (< SELF_CHECK_MIN trials mapped)"] == 1
+    assert c["real: median self_trust"] is None
     a = dict(zip(SELF_CHECK_COLUMNS, table[0]))
     assert a["sources"] == 2 and a["real: median self_trust"] == 0.5
     assert a["real >= TRUST_MIN"] == 1.0 and a["real >= SELF_TRUST_STRONG"] == 0.5
     assert a["shuffled copies"] == 4 and a["shuffled >= TRUST_MIN"] == 0.5
     assert a["shuffled >= SELF_TRUST_STRONG"] == 0.25 and a["shuffled: highest"] == 0.55
-    assert facts["sources"] == 3 and facts["real: lowest"] == 0.2
+    assert facts["sources"] == 4 and facts["real: lowest"] == 0.2
+    assert facts["not checked (< SELF_CHECK_MIN trials mapped)"] == 1
     assert facts["shuffled >= TRUST_MIN"] == 2 / 6
 
 
