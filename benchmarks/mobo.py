@@ -27,8 +27,9 @@ scrambled Sobol points of the same seed (enqueued into Optuna's TPE and GP
 samplers, attached to Ax's experiment by ``ax-shared-init``; NSGA-II and
 ``ax`` draw their own). ecopt's rows start from its own default design (the
 centre of the space, then Sobol points of the seed: ``min(2 (d + 1), 5)``
-trials, as Ax's 5), or from ``2 (d + 1)`` trials with the ``-design2d`` suffix. Noise is drawn from ``default_rng((seed, evaluation))``, so
-every method sees the same noise sequence. Hypervolume is always scored on
+trials, as Ax's 5), or from ``2 (d + 1)`` trials with the ``-design2d`` suffix.
+Noise is drawn from ``default_rng((seed, evaluation))``, so every method sees the
+same noise sequence. Hypervolume is always scored on
 the true (noiseless / expected) values of the evaluated points.
 """
 

@@ -24,9 +24,9 @@ trials: their first 20 are the other direction's source).
     python -m benchmarks.transfer --seeds 3 --budget 40 --record docs/results/transfer/DATE
 
 ``--self-check K`` measures the source check instead: the ``self_trust`` of every
-real 20-trial source (mapped into the target GPU's space) and of its shuffled copies (the ``unrelated`` arm's, then ``K``
-more shuffles), against the bars ``TRUST_MIN`` and ``SELF_TRUST_STRONG`` of
-:mod:`ecopt.samplers._transfer`.
+real 20-trial source (mapped into the target GPU's space) and of its shuffled
+copies (the ``unrelated`` arm's, then ``K`` more shuffles), against the bars
+``TRUST_MIN`` and ``SELF_TRUST_STRONG`` of :mod:`ecopt.samplers._transfer`.
 """
 
 from __future__ import annotations
@@ -229,7 +229,8 @@ SELF_CHECK_COLUMNS = ["workload", "sources", "not checked (< SELF_CHECK_MIN tria
                       "shuffled >= SELF_TRUST_STRONG", "shuffled: highest"]
 
 
-def summarise_self_check(rows: Sequence[dict[str, Any]]) -> tuple[list[list[Any]], dict[str, Any]]:
+def summarise_self_check(rows: Sequence[dict[str, Any]]
+                         ) -> tuple[list[list[Any]], dict[str, Any]]:
     """Per workload and overall: shares of the checked real and shuffled sources at each bar
     (a source with fewer than ``SELF_CHECK_MIN`` trials in the target's space is not checked:
     ``self_trust`` None, counted apart)."""
@@ -345,11 +346,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     runs = _collect(args, workloads,
                     lambda w, seed, root: run_seed(w, seed, args.budget, root, args.arms))
     rows, facts = summarise(runs)
-    head = "| " + " | ".join(COLUMNS) + " |"
-    print(head)
-    for r in rows:
-        print("| " + " | ".join("-" if c is None else f"{c:.4g}" if isinstance(c, float)
-                                 else str(c) for c in r) + " |")
+    _print_table(COLUMNS, rows)
     print(json.dumps(facts, indent=2))
     if args.record:
         from docs import recorded
@@ -382,6 +379,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def _print_table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    """``rows`` as a markdown table on stdout (floats to 4 significant digits, None as -)."""
+    print("| " + " | ".join(columns) + " |")
+    for r in rows:
+        print("| " + " | ".join("-" if c is None else f"{c:.4g}" if isinstance(c, float)
+                                 else str(c) for c in r) + " |")
+
+
 def _collect(args: argparse.Namespace, workloads: Sequence[tuple[str, str]],
              one: Any) -> list[dict[str, Any]]:
     """The rows of ``--load-runs`` files, or ``one(workload, seed, tmp dir)``'s for every
@@ -407,10 +412,7 @@ def _self_check_main(args: argparse.Namespace, workloads: Sequence[tuple[str, st
     rows = _collect(args, workloads,
                     lambda w, seed, root: self_check_seed(w, seed, root, args.self_check))
     table, facts = summarise_self_check(rows)
-    print("| " + " | ".join(SELF_CHECK_COLUMNS) + " |")
-    for r in table:
-        print("| " + " | ".join("-" if c is None else f"{c:.4g}" if isinstance(c, float)
-                                 else str(c) for c in r) + " |")
+    _print_table(SELF_CHECK_COLUMNS, table)
     if args.record:
         from docs import recorded
 

@@ -45,9 +45,8 @@ optimization"):
    (measured on the Zeus traces: ``docs/results/transfer/2026-12-07-source-check``).
    A pooled source's values are moved onto the target's scale by a least-squares
    line (target observations against the source GP's mean at the same points;
-   slope kept >= 0). Across
-   GPUs the energy and time of a configuration differ by a factor and an offset
-   while their ranking is kept, which this line absorbs. An untrusted source
+   slope kept >= 0). Across GPUs the energy and time of a configuration differ by
+   a factor and an offset while their ranking is kept, which this line absorbs. An untrusted source
    contributes nothing, so an unrelated source costs what a cold start costs
    after the first trials that judge it.
 
@@ -274,10 +273,9 @@ class TransferModel:
         extra: list[TrialRecord] = []
         used = []
         for k, src in enumerate(self.sources):
-            t = trust[k].get("trust")
             lines = trust[k].get("_lines", {})
-            if (t is None or t < TRUST_MIN or not trust[k].get("poolable")
-                    or set(names) - set(lines)):
+            # poolable: judged, and trust >= its bar (never below TRUST_MIN)
+            if not trust[k].get("poolable") or set(names) - set(lines):
                 continue
             used.append(k)
             for r in src.records:

@@ -20,9 +20,10 @@ in four stages, each in its own private module (BoTorch's own layout):
    (:mod:`~ecopt.samplers._discrete`).
 
 Until ``n_init`` trials exist the proposals are scrambled Sobol points (by default
-``min(2 (d + 1), 5)``, fewer in a short study: :meth:`QLogNEHVISampler.initial_design_size`). The
-fast paths (:mod:`~ecopt.samplers._botorch_compat`, the only module that
-touches BoTorch's private parts) fall back in order: a fast path that is
+``min(2 (d + 1), 5)``, fewer in a short study:
+:meth:`QLogNEHVISampler.initial_design_size`). The fast paths
+(:mod:`~ecopt.samplers._botorch_compat`, the only module that touches BoTorch's
+private parts) fall back in order: a fast path that is
 switched off or fails leaves the proposal to BoTorch's public path
 (``proposal["fast_path_off"]`` says which and why, with a warning once per
 study); only when BoTorch's own path fails is the proposal a Sobol point
