@@ -44,11 +44,13 @@ class MTGPProposer:
         source_dir: The source study directory.
         candidates: Every configuration of the target's trace (the discrete domain).
         n_init: Initial design points taken from the source's Pareto set.
+        log_values: Model ``-log`` of the values (``False``: ``-value``, standardised as
+            well; the ``mtgp-raw`` arm, which tells what the log transform is worth).
     """
 
     def __init__(self, space: ecopt.SearchSpace, objectives: Sequence[ecopt.Objective],
-                 source_dir: Any, candidates: Sequence[Mapping[str, Any]], n_init: int = 6
-                 ) -> None:
+                 source_dir: Any, candidates: Sequence[Mapping[str, Any]], n_init: int = 6,
+                 log_values: bool = True) -> None:
         (src,) = load_sources([source_dir], space, list(objectives))
         self.space = space
         self.names = [o.name for o in objectives]
@@ -59,10 +61,12 @@ class MTGPProposer:
         self.design = [dict(r.params) for r, m in zip(order, front_mask) if m][:n_init]
         self.candidates = [space.validate(c) for c in candidates]
         self.cpu_s = 0.0
+        self.log_values = log_values
 
     def _xy(self, recs: Sequence[ecopt.TrialRecord], task: int) -> tuple[np.ndarray, np.ndarray]:
         X = np.array([[*self.space.encode(r.params), task] for r in recs], dtype=float)
-        Y = -np.log(np.array([[r.values[k] for k in self.names] for r in recs], dtype=float))
+        Y = np.array([[r.values[k] for k in self.names] for r in recs], dtype=float)
+        Y = -np.log(Y) if self.log_values else -Y
         return X, Y
 
     def propose(self, target: Sequence[ecopt.TrialRecord], seen: Sequence[Mapping[str, Any]]

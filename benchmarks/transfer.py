@@ -53,7 +53,7 @@ TARGET = 0.95
 SOURCE_TRIALS = 20
 ARMS = ("cold", "transfer", "by-hand", "unrelated")
 #: Every arm this script knows (``mtgp``: the MultiTaskGP alternative, :mod:`benchmarks._mtgp`).
-ALL_ARMS = (*ARMS, "mtgp")
+ALL_ARMS = (*ARMS, "mtgp", "mtgp-raw")
 DIRECTIONS = (("v100", "a40"), ("a40", "v100"))
 OBJS = [ecopt.Objective("energy_j", "min"), ecopt.Objective("time_s", "min")]
 
@@ -102,8 +102,11 @@ def run_study(trace: ZeusTrace, seed: int, budget: int, storage: Path | None = N
     return out
 
 
-def run_mtgp_study(trace: ZeusTrace, seed: int, budget: int, source: Path) -> dict[str, Any]:
-    """The ``mtgp`` arm: per-objective MultiTaskGPs with the source as a task (:mod:`benchmarks._mtgp`)."""
+def run_mtgp_study(trace: ZeusTrace, seed: int, budget: int, source: Path,
+                   log_values: bool = True) -> dict[str, Any]:
+    """The ``mtgp`` arm: per-objective MultiTaskGPs with the source as a task
+    (:mod:`benchmarks._mtgp`; ``log_values=False``: the ``mtgp-raw`` arm, values not
+    log-transformed)."""
     from benchmarks._mtgp import MTGPProposer
     from ecopt.meters.estimate import DEFAULT_CPU_W_PER_CORE
 
@@ -111,7 +114,7 @@ def run_mtgp_study(trace: ZeusTrace, seed: int, budget: int, source: Path) -> di
     cands = [{d: (row[d] if d == "optimizer" else int(row[d]) if float(row[d]).is_integer()
                   else float(row[d])) for d in trace.dims}
              for _, row in trace.configs.iterrows()]
-    prop = MTGPProposer(study.space, OBJS, source, cands)
+    prop = MTGPProposer(study.space, OBJS, source, cands, log_values=log_values)
 
     def ask() -> ecopt.Trial | None:
         p = prop.propose(study.records, [dict(r.params) for r in study.records])
@@ -187,7 +190,9 @@ def run_seed(workload: tuple[str, str], seed: int, budget: int, root: Path,
                                              enqueue=_front_params(src)),
                 "unrelated": lambda: run_study(traces[dst_gpu], seed, budget,
                                                transfer_from=[junk]),
-                "mtgp": lambda: run_mtgp_study(traces[dst_gpu], seed, budget, src)}
+                "mtgp": lambda: run_mtgp_study(traces[dst_gpu], seed, budget, src),
+                "mtgp-raw": lambda: run_mtgp_study(traces[dst_gpu], seed, budget, src,
+                                                   log_values=False)}
         runs = {"cold": cold[dst_gpu], **{a: make[a]() for a in arms if a != "cold"}}
         for arm, r in runs.items():
             out.append({"workload": f"{d}", "direction": f"{src_gpu}->{dst_gpu}",
@@ -328,7 +333,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--budget", type=int, default=40, help="max trials per study")
     ap.add_argument("--workloads", nargs="*", default=None, help="datasets (default: all six)")
     ap.add_argument("--arms", nargs="+", default=list(ARMS), choices=ALL_ARMS,
-                    help="arms to run (cold always runs); mtgp: the MultiTaskGP alternative")
+                    help="arms to run (cold always runs); mtgp: the MultiTaskGP alternative "
+                    "(mtgp-raw: on the values, not their logs)")
     ap.add_argument("--zeus-dir", default=str(TRACE_DIR))
     ap.add_argument("--record", default=None, help="docs/results/transfer/<date> to write")
     ap.add_argument("--runs-json", default=None, help="also write every run here")
