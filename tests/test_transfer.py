@@ -283,8 +283,8 @@ def test_pool_threshold_is_kendalls_five_percent_level() -> None:
 def test_a_source_enters_the_model_only_once_its_trust_is_significant(tmp_path: Path) -> None:
     """Three target trials ranked right (trust 1.0) happen by chance one time in six per
     objective: a source without a strong self-check shapes the design, but its trials are
-    not pooled until enough trials back it (pool_threshold); a source that predicts
-    itself well is pooled on trust >= TRUST_MIN from the third trial."""
+    not in the model until enough trials back it (pool_threshold); a source that
+    predicts itself well is in the model from the start."""
     from ecopt.record import TrialState, make_record
     from ecopt.samplers._transfer import (SELF_CHECK_MIN, SELF_TRUST_STRONG, TRUST_MIN,
                                           TransferModel, pool_threshold)
@@ -302,16 +302,16 @@ def test_a_source_enters_the_model_only_once_its_trust_is_significant(tmp_path: 
     assert three["trust"] >= TRUST_MIN and three["poolable"] is False
     assert "self_trust" not in three
     assert three["pool_at"] == pytest.approx(pool_threshold(3), abs=1e-4)
-    assert tm.pooled(tm.trust(recs[:3])) == ([], [])
+    assert tm.in_model(tm.trust(recs[:3])) == []
     assert tm.design_points(tm.trust(recs[:3]))  # still gives the initial design
     six = tm.trust(recs)
     assert six[0]["trust"] >= pool_threshold(6) and six[0]["poolable"] is True
-    extra, used = tm.pooled(six)
-    assert used == [0] and len(extra) == SELF_CHECK_MIN - 1
+    assert tm.in_model(six) == [0]
     # checked and strong: the usual bar from the third trial
     big = _source(tmp_path / "big", n=16)
     tm2 = TransferModel(load_sources([big], sp, OBJS), sp, OBJS)
     three2 = tm2.trust(recs[:3])[0]
     assert three2["self_trust"] >= SELF_TRUST_STRONG
     assert three2["pool_at"] == TRUST_MIN and three2["poolable"] is True
-    assert tm2.pooled(tm2.trust(recs[:3]))[1] == [0]
+    assert tm2.in_model(tm2.trust(recs[:3])) == [0]
+    assert tm2.in_model(tm2.trust(recs[:2])) == [0]  # before it is judged

@@ -127,9 +127,22 @@ def prior_due(chosen_at: int) -> int:
     return math.ceil(chosen_at * ECONOMY_PRIOR_GROWTH)
 
 
+def _task_data(space: SearchSpace, enc: Any, records: Sequence[TrialRecord],
+               objectives: Sequence[Any]) -> tuple[Any, np.ndarray]:
+    """A transfer source's trials as model inputs (a tensor) and objective values
+    (maximisation form; NaN where the source did not observe an objective)."""
+    import torch
+
+    U = np.array([space.encode(r.params) for r in records]).reshape(len(records), space.dim)
+    Y = np.array([[o.sign * float(r.values.get(o.name, math.nan)) for o in objectives]
+                  for r in records], dtype=float).reshape(len(records), len(objectives))
+    return torch.tensor(to_model(U, enc), dtype=torch.double), Y
+
+
 def model_based(sampler: QLogNEHVISampler, space: SearchSpace, records: Sequence[TrialRecord],
                 complete: Sequence[TrialRecord], pending: Sequence[Params], n: int,
-                economy: dict[str, Any] | None = None
+                economy: dict[str, Any] | None = None,
+                tasks: Sequence[Sequence[TrialRecord]] = ()
                 ) -> tuple[np.ndarray, dict[str, Any], dict[str, str], dict[str, float]]:
     """``n`` proposals of ``sampler`` (for its settings) from the complete trials.
 
@@ -139,13 +152,17 @@ def model_based(sampler: QLogNEHVISampler, space: SearchSpace, records: Sequence
             at most ``fit_maxiter`` L-BFGS-B iterations, or keep the last ones),
             ``raw_samples`` candidates scored instead of optimised, with at most
             ``mc_samples`` quasi-MC samples.
+        tasks: Transfer sources in use, each its trials (params mapped into
+            ``space``): the objectives are modelled by multi-task GPs, the
+            study's trials one task and each source another
+            (:mod:`ecopt.samplers._multitask`), on BoTorch's public path.
 
     Returns:
         ``(U (n, d) unit-cube points, notes, fast paths off -> why, timing)``.
     """
     import torch
 
-    from ecopt.samplers import _acquisition, _cost, _failure_model, _models
+    from ecopt.samplers import _acquisition, _cost, _failure_model, _models, _multitask
     from ecopt.samplers._botorch_compat import UNAVAILABLE
     from ecopt.samplers._optimize import Settings, optimize
 
@@ -159,7 +176,7 @@ def model_based(sampler: QLogNEHVISampler, space: SearchSpace, records: Sequence
         fails = _failures.Split([], [], [])
     elif sampler.failures == "pending":
         fails = _failures.Split(fails.failures, [], fails.failures)
-    kind = "mixed" if enc.cat else "single"
+    kind = _multitask.KIND if tasks else "mixed" if enc.cat else "single"
     warm = _models.warm_state(records, kind) if sampler.warm_start or economy else None
     cold_check = sampler.cold_refit_every > 0 and data.U.shape[0] % sampler.cold_refit_every == 0 \
         and not economy
@@ -203,8 +220,21 @@ def model_based(sampler: QLogNEHVISampler, space: SearchSpace, records: Sequence
         t0, c0 = time.perf_counter(), time.process_time()
         X = torch.tensor(to_model(data.U, enc), dtype=dtype)
         Yvar = None if data.Yvar is None else torch.tensor(data.Yvar, dtype=dtype)
-        fitted = _models.fit_outputs(X, torch.tensor(data.Y, dtype=dtype), Yvar,
-                                     names=data.names, **fit_kw)
+        ref = list(data.ref)
+        if tasks:
+            src = [_task_data(space, enc, recs, sampler.objectives) for recs in tasks]
+            logged = _multitask.log_columns(
+                np.vstack([data.Y[:, :M], np.array(ref, dtype=float).reshape(1, M)]),
+                [S for _, S in src], M)
+            ref = _multitask.neg_log(np.array(ref, dtype=float), logged).tolist()
+            fitted = _multitask.fit_multitask(
+                X, torch.tensor(_multitask.neg_log(data.Y, logged + [False] * (
+                    data.Y.shape[1] - M)), dtype=dtype),
+                [(Xs, torch.tensor(_multitask.neg_log(S, logged), dtype=dtype))
+                 for Xs, S in src], data.names, M)
+        else:
+            fitted = _models.fit_outputs(X, torch.tensor(data.Y, dtype=dtype), Yvar,
+                                         names=data.names, **fit_kw)
         off.update(fitted.fast_path_off)
         gp_state = fitted.states
         priors = dict(fitted.priors)
@@ -252,7 +282,7 @@ def model_based(sampler: QLogNEHVISampler, space: SearchSpace, records: Sequence
         mc = _acquisition.mc_samples(M, sampler.mc_samples)
         if economy:  # at most; a user's lower setting stays
             mc = min(mc, int(economy["mc_samples"]))
-        args = (X, data.ref, M, constraints, X_pending, mc, seed + len(records), choice)
+        args = (X, ref, M, constraints, X_pending, mc, seed + len(records), choice)
         weighted = False  # whether the last try optimised the cost-weighted acquisition
 
         def acquisition(fast: bool, weigh: bool, first: bool = False) -> Any:
@@ -320,9 +350,15 @@ def model_based(sampler: QLogNEHVISampler, space: SearchSpace, records: Sequence
                 return propose(fast=False, weigh=False)
 
         try:
-            U, how = propose(fast=True, weigh=True, first=True)
+            U, how = propose(fast=not tasks, weigh=True, first=True)
         except Exception as exc:  # noqa: BLE001 - see the module notes
-            U, how = weighted_failed(exc) if weighted else public_path(exc)
+            if tasks:  # already BoTorch's public path: only the cost weighting can go
+                if not weighted:
+                    raise
+                cost_off(exc)
+                U, how = propose(fast=False, weigh=False)
+            else:
+                U, how = weighted_failed(exc) if weighted else public_path(exc)
         t_opt, c_opt = time.perf_counter() - t1, time.process_time() - c1
     timing = {"fit_s": t_fit, "acqf_s": t_opt, "fit_cpu_s": c_fit, "acqf_cpu_s": c_opt}
     info = {"ref_point": [o.sign * r for o, r in zip(sampler.objectives, data.ref)],

@@ -1,8 +1,8 @@
 """Transfer from earlier studies inside the qLogNEHVI loop.
 
-The model is a ranking-weighted pooled model in the spirit of RGPE (Feurer,
+Which sources are used is decided by ranking, in the spirit of RGPE (Feurer,
 Letham, Hutter, Bakshy, "Practical transfer learning for Bayesian
-optimization"):
+optimization"); the model that uses them is a multi-task GP:
 
 0. **Self-consistency.** A source whose own trials do not predict each other is
    never used. For each shared objective, the source's GP (below) predicts each
@@ -43,12 +43,12 @@ optimization"):
    fitted on the value it predicts), so a shuffled source passes ``TRUST_MIN`` now
    and then and ``SELF_TRUST_STRONG`` rarely, while most real ones reach it
    (measured on the Zeus traces: ``docs/results/transfer/2026-12-07-source-check``).
-   A pooled source's values are moved onto the target's scale by a least-squares
-   line (target observations against the source GP's mean at the same points;
-   slope kept >= 0). Across GPUs the energy and time of a configuration differ by
-   a factor and an offset while their ranking is kept, which this line absorbs. An untrusted source
-   contributes nothing, so an unrelated source costs what a cold start costs
-   after the first trials that judge it.
+   A source in the model is one task of a multi-task GP per objective, the new
+   study's trials another (:mod:`ecopt.samplers._multitask`): the fit learns how
+   far the source's trials inform the new study's, and positive minimised values
+   (energy, time) are modelled as logs, since across GPUs they change by a
+   factor. A source that is not in the model contributes nothing, so an unrelated
+   source costs what a cold start costs after the first trials that judge it.
 
 Every proposal of a study with sources records ``proposal["transfer"]``: per
 source its id, trust (per objective too), whether its trials entered the model,
@@ -67,7 +67,7 @@ import numpy as np
 from ecopt.objective import Objective
 from ecopt.pareto import non_dominated
 from ecopt.space import SearchSpace
-from ecopt.record import TrialRecord, TrialState, make_record
+from ecopt.record import TrialRecord, TrialState
 
 __all__ = ["MIN_JUDGED", "POOL_Z", "SELF_CHECK_MIN", "SELF_TRUST_STRONG", "TRUST_MIN",
            "TransferModel", "pool_threshold"]
@@ -222,7 +222,6 @@ class TransferModel:
                 out.append(entry)
                 continue
             per: dict[str, float] = {}
-            lines: dict[str, tuple[float, float]] = {}
             judged = len(ok)
             for name in src.objectives:
                 rows = [r for r in ok if name in r.values and math.isfinite(r.values[name])]
@@ -232,7 +231,6 @@ class TransferModel:
                     continue
                 obs = np.array([r.values[name] for r in rows])
                 per[name] = round(max(0.0, 2.0 * concordance(pred, obs) - 1.0), 4)
-                lines[name] = _line(pred, obs)
                 judged = min(judged, len(rows))
             t = round(float(np.mean(list(per.values()))) if per else 0.0, 4)
             strong = own is not None and own >= SELF_TRUST_STRONG
@@ -240,7 +238,6 @@ class TransferModel:
             entry.update(trust=t, per_objective=per, judged_on=len(ok),
                          pool_at=round(bar, 4) if math.isfinite(bar) else None,
                          poolable=t >= bar)
-            entry["_lines"] = lines
             out.append(entry)
         return out
 
@@ -262,41 +259,23 @@ class TransferModel:
         return out
 
     # -- model ---------------------------------------------------------------
-    def pooled(self, trust: Sequence[dict[str, Any]]) -> tuple[list[TrialRecord], list[int]]:
-        """Significantly trusted sources' trials on the target's scale (every objective
-        needed; see :func:`pool_threshold`).
-
-        Returns:
-            ``(records to add to the model's training data, indices of the sources used)``.
-        """
-        names = [o.name for o in self.objectives]
-        extra: list[TrialRecord] = []
-        used = []
+    def in_model(self, trust: Sequence[dict[str, Any]]) -> list[int]:
+        """The sources whose trials enter the model now: those clearly self-consistent
+        (``self_trust >= SELF_TRUST_STRONG``), whatever their trust, and the others once
+        judged with a trust at least their bar (:func:`pool_threshold`)."""
+        out = []
         for k, src in enumerate(self.sources):
-            lines = trust[k].get("_lines", {})
-            # poolable: judged, and trust >= its bar (never below TRUST_MIN)
-            if not trust[k].get("poolable") or set(names) - set(lines):
-                continue
-            used.append(k)
-            for r in src.records:
-                values = {n: lines[n][0] + lines[n][1] * r.values[n] for n in names}
-                extra.append(make_record(number=r.number, state=TrialState.COMPLETE,
-                                         params=r.params, values=values,
-                                         proposed_by="transfer"))
-        return extra, used
+            e = trust[k]
+            if src.records and (e.get("poolable")
+                                or (e.get("self_trust") or 0.0) >= SELF_TRUST_STRONG):
+                out.append(k)
+        return out
 
 
 def _unit(d: int) -> Any:
     import torch
 
     return torch.stack([torch.zeros(d, dtype=torch.double), torch.ones(d, dtype=torch.double)])
-
-
-def _line(pred: np.ndarray, obs: np.ndarray) -> tuple[float, float]:
-    """``(intercept, slope >= 0)`` of the least-squares line ``obs ~ pred``."""
-    var = float(np.var(pred))
-    slope = 0.0 if var == 0 else max(0.0, float(np.cov(pred, obs, bias=True)[0, 1]) / var)
-    return float(np.mean(obs) - slope * np.mean(pred)), slope
 
 
 def public(trust: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

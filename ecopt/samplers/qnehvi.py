@@ -525,13 +525,14 @@ class QLogNEHVISampler(Sampler):
             sob = self._sobol(space, now, left, why, self._avoid(space, records, more))
             return out + [Proposal(p.params, p.proposed_by, {**p.info, "transfer": note})
                           for p in sob]
-        extra, used = tm.pooled(trust) if not self.constraints else ([], [])
+        used = tm.in_model(trust) if not self.constraints else []
         note = {**note, "pooled": [tm.sources[k].label for k in used]}
         try:
             from ecopt.samplers._proposal import model_based
 
             U, info, off, self.last_timing = model_based(
-                self, space, records, [*complete, *extra], more, left)
+                self, space, records, complete, more, left,
+                tasks=[tm.sources[k].records for k in used])
         except Exception as exc:  # noqa: BLE001 - never kill a study over a model fit
             warnings.warn(f"{self.name} could not propose with transfer sources "
                           f"({_why(exc)}): {left} Sobol point(s) instead", FallbackWarning,
