@@ -17,8 +17,8 @@ Matching rules (a source is mapped into the new study's space):
 - A parameter only the new study has: the source's trials are placed at the
   middle of its range (a categorical's first choice, a fixed value as it is).
 - Objectives match by name and direction. A source lacking one of the new
-  objectives informs the others (its trials do not enter the pooled model; its
-  trust is judged on the objectives it has). A source sharing no objective, an
+  objectives informs the others (its trials enter the model of the objectives it
+  has, and its trust is judged on them). A source sharing no objective, an
   objective with the other direction, or a parameter that is numeric on one side
   and categorical on the other is a :class:`~ecopt.errors.TransferSourceError`
   naming it.

@@ -315,3 +315,86 @@ def test_a_source_enters_the_model_only_once_its_trust_is_significant(tmp_path: 
     assert three2["pool_at"] == TRUST_MIN and three2["poolable"] is True
     assert tm2.in_model(tm2.trust(recs[:3])) == [0]
     assert tm2.in_model(tm2.trust(recs[:2])) == [0]  # before it is judged
+
+
+def test_log_columns_and_neg_log() -> None:
+    """Minimised positive objectives (negative in maximisation form, in the new study and
+    every source) are modelled as -log; any other column is left as it is."""
+    from ecopt.samplers._multitask import log_columns, neg_log
+
+    Y = np.array([[-2.0, 0.5, -1.0], [-8.0, -0.5, -3.0]])
+    src = np.array([[-4.0, 0.1], [np.nan, 0.2]])  # observes the first two objectives
+    assert log_columns(Y, [src], 2) == [True, False]
+    assert log_columns(Y, [np.array([[3.0, 0.1]])], 2) == [False, False]
+    out = neg_log(Y, [True, False, False])
+    assert out[:, 0] == pytest.approx(-np.log([2.0, 8.0]))
+    assert np.array_equal(out[:, 1:], Y[:, 1:])
+    # monotone: what dominates what is unchanged
+    assert (out[0, 0] > out[1, 0]) == (Y[0, 0] > Y[1, 0])
+
+
+def test_multitask_model_learns_the_new_task_from_a_related_source() -> None:
+    """On 4 trials of a new GPU whose energy is the source's times 3 (an offset after the
+    log), the multi-task GP ranks unseen configurations far better than a GP of the 4
+    trials alone, and its task covariance couples the two tasks."""
+    import torch
+
+    from ecopt.samplers._multitask import fit_multitask, neg_log
+    from ecopt.samplers._transfer import concordance
+
+    rng = np.random.default_rng(0)
+
+    def energy(x: np.ndarray) -> np.ndarray:
+        return 1.0 + 10 * (x[:, 0] - 0.3) ** 2 + 5 * (x[:, 1] - 0.6) ** 2
+
+    Xs, Xt, Xq = rng.uniform(size=(25, 2)), rng.uniform(size=(4, 2)), rng.uniform(size=(40, 2))
+    Ys = neg_log(-energy(Xs).reshape(-1, 1), [True])
+    Yt = neg_log(-3.0 * energy(Xt).reshape(-1, 1), [True])
+    T = torch.tensor
+    mt = fit_multitask(T(Xt), T(Yt), [(T(Xs), T(Ys))], ["e"], 1)
+    alone = fit_multitask(T(Xt), T(Yt), [], ["e"], 1)
+    assert type(mt.models[0]).__name__ == "MultiTaskGP"
+    assert type(alone.models[0]).__name__ == "SingleTaskGP"
+    truth = -np.log(3.0 * energy(Xq))
+    with torch.no_grad():
+        pred = {k: m.model.posterior(T(Xq)).mean.squeeze(-1).numpy()
+                for k, m in (("mt", mt), ("alone", alone))}
+    tau = {k: 2 * concordance(v, truth) - 1 for k, v in pred.items()}
+    assert tau["mt"] > 0.8 and tau["mt"] > tau["alone"] + 0.2
+    assert np.median(np.abs(pred["mt"] - truth)) < 0.5 * np.median(np.abs(pred["alone"] - truth))
+    assert set(mt.states["e"]) and all(np.isfinite(v).all() for v in mt.states["e"].values())
+
+
+def test_a_strong_source_is_a_task_of_the_model_from_the_first_proposal(tmp_path: Path
+                                                                        ) -> None:
+    """A source that predicts itself well is in the model from the first model-based
+    proposal (a multi-task GP, recorded), and one lacking an objective informs the one it
+    has."""
+    good = _source(tmp_path / "good", n=16)
+    sp = SearchSpace({"x": Float(0, 1), "y": Float(0, 1)})
+    st = Study(sp, OBJS, meter="estimate", seed=0, transfer_from=[good])
+    recs = _run(st, 7, lambda p: _f(p, 3.0, 2.0))
+    model = [r for r in st.records if r.proposed_by == "qlognehvi"]
+    assert model, [r.proposed_by for r in st.records]
+    first = model[0].proposal
+    assert first["transfer"]["sources"][0]["self_trust"] >= 0.5
+    assert first["transfer"]["pooled"] == [st.transfer_sources[0].label]
+    assert first["gp_state"]["kind"] == "multitask"
+    assert "fast_path_off" not in first
+    assert len(recs) == 7
+    st.close()
+    # a source with objective "a" only: in the model for "a"
+    only_a = tmp_path / "only_a"
+    s = Study(SearchSpace({"x": Float(0, 1), "y": Float(0, 1)}), [Objective("a", "min")],
+              storage=only_a, meter="estimate", seed=1, sampler="sobol")
+    for _ in range(16):
+        t = s.ask()
+        s.tell(t, {"a": _f(t.params)["a"]})
+    s.close()
+    st2 = Study(sp, OBJS, meter="estimate", seed=0, transfer_from=[only_a])
+    _run(st2, 7, lambda p: _f(p, 3.0, 2.0))
+    last = st2.records[-1]
+    assert last.proposed_by == "qlognehvi"
+    assert last.proposal["transfer"]["pooled"] == [st2.transfer_sources[0].label]
+    assert last.proposal["gp_state"]["kind"] == "multitask"
+    st2.close()

@@ -180,7 +180,7 @@ def _class(choice: Choice) -> type:
 
 def build(model: Any, X: Any, ref: Sequence[float], M: int, constraints: list[Any],
           X_pending: Any, mc_samples: int, seed: int, choice: Choice, fast: bool,
-          dense_posterior: bool = True) -> Acquisition:
+          dense_posterior: bool = True, cache_root: bool = True) -> Acquisition:
     """The acquisition function over the baseline ``X`` ``(n, d)``.
 
     Args:
@@ -194,6 +194,8 @@ def build(model: Any, X: Any, ref: Sequence[float], M: int, constraints: list[An
         choice: From :func:`choose`.
         fast: Use the fast paths (else BoTorch's public path only).
         dense_posterior: Allow the ``dense_posterior`` fast path.
+        cache_root: BoTorch's ``cache_root`` (``False`` for multi-task models, which it
+            does not cover).
 
     Returns:
         The acquisition, with the fast paths that were wanted but not used.
@@ -211,7 +213,7 @@ def build(model: Any, X: Any, ref: Sequence[float], M: int, constraints: list[An
               "constraints": constraints or None, "X_pending": X_pending}
     if choice.method == "qLogNParEGO":
         return Acquisition(cls(X_baseline=X, prune_baseline=True, **common), choice)
-    nehvi = {"ref_point": list(ref), "alpha": choice.alpha, "cache_root": True}
+    nehvi = {"ref_point": list(ref), "alpha": choice.alpha, "cache_root": cache_root}
     if not fast:
         return Acquisition(cls(X_baseline=X, prune_baseline=True, **common, **nehvi), choice)
 

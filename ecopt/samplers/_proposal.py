@@ -296,7 +296,7 @@ def model_based(sampler: QLogNEHVISampler, space: SearchSpace, records: Sequence
                                          dense_posterior=sampler.dense_posterior)
                 off.update(acq.fast_path_off)
             else:
-                acq = _acquisition.build(public, *args, fast=False)
+                acq = _acquisition.build(public, *args, fast=False, cache_root=not tasks)
             base = _failure_model.weighted(acq.acqf, label_models.get(FAILURE),
                                            choice.method != "qNEHVI")
             if not weigh:
