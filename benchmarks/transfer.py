@@ -318,6 +318,46 @@ def summarise(runs: Sequence[dict[str, Any]]) -> tuple[list[list[Any]], dict[str
     return rows, facts
 
 
+def paired(runs: Sequence[dict[str, Any]], other: Sequence[dict[str, Any]]
+           ) -> dict[str, Any]:
+    """Run by run (same workload, direction and seed), ``runs`` against ``other``: how many
+    needed less / more energy to 95% and the one-sided Wilcoxon signed-rank p that
+    ``runs`` need less (on the log energy ratios; a run that never reached the target
+    counts as 1e30 J, two such runs as a tie)."""
+    from scipy.stats import wilcoxon
+
+    key = lambda r: (r["workload"], r["direction"], r["seed"])  # noqa: E731
+    theirs = {key(r): r["energy_to_95_j"] for r in other}
+    big = 1e30
+    d = [math.log(min(theirs[key(r)], big)) - math.log(min(r["energy_to_95_j"], big))
+         for r in runs if key(r) in theirs]
+    nz = [x for x in d if abs(x) > 1e-9]
+    p = float(wilcoxon(nz, alternative="greater").pvalue) if len(nz) >= 2 else None
+    return {"runs": len(d), "less": sum(x > 1e-9 for x in d),
+            "more": sum(x < -1e-9 for x in d), "p_less": p}
+
+
+def versus(runs: Sequence[dict[str, Any]], other: Sequence[dict[str, Any]]
+           ) -> list[list[Any]]:
+    """Each arm but cold of ``runs`` against the same arm of ``other`` (another record's
+    runs), and, within ``runs``, each other arm against ``transfer`` (:func:`paired`)."""
+    arms = [a for a in ALL_ARMS if a != "cold" and any(r["arm"] == a for r in runs)]
+    of = lambda rs, a: [r for r in rs if r["arm"] == a]  # noqa: E731
+    out = []
+    for a in arms:
+        if of(other, a):
+            f = paired(of(runs, a), of(other, a))
+            out.append([a, f"{a} (other record)", f["runs"], f["less"], f["more"], f["p_less"]])
+    for a in arms:
+        if a != "transfer" and of(runs, "transfer"):
+            f = paired(of(runs, a), of(runs, "transfer"))
+            out.append([a, "transfer", f["runs"], f["less"], f["more"], f["p_less"]])
+    return out
+
+
+VERSUS_COLUMNS = ["arm", "against", "paired runs", "runs needing less energy",
+                  "runs needing more", "p (less energy, Wilcoxon signed-rank)"]
+
 COLUMNS = ["workload", "direction", "arm", "seeds", "reached 95% HV",
            "median search energy to 95% HV (J, Zeus-measured, replayed)",
            "saving vs cold (median ratio)", "p (less energy than cold)", "mean trials run",
@@ -341,6 +381,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--load-runs", nargs="+", default=None,
                     help="summarise runs written before (--runs-json files; several are joined)")
     ap.add_argument("--note", action="append", default=[], help="a caveat kept with the record")
+    ap.add_argument("--versus", default=None, metavar="RECORD",
+                    help="also compare each arm, run by run, with the same arm of this "
+                    "recorded run (docs/results/transfer/<tag>)")
     ap.add_argument("--self-check", type=int, default=None, metavar="K",
                     help="measure the sources' self_trust (and K more shuffles of each) instead")
     args = ap.parse_args(argv)
@@ -354,6 +397,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows, facts = summarise(runs)
     _print_table(COLUMNS, rows)
     print(json.dumps(facts, indent=2))
+    other: list[dict[str, Any]] = []
+    if args.versus:
+        other = [{**r, "energy_to_95_j": math.inf if r["energy_to_95_j"] is None
+                  else r["energy_to_95_j"]}
+                 for r in json.loads((Path(args.versus) / "summary.json").read_text())
+                 ["facts"]["runs"]]
+    vs = versus(runs, other)
+    if vs:
+        _print_table(VERSUS_COLUMNS, vs)
     if args.record:
         from docs import recorded
 
@@ -367,7 +419,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                          "runs", "worst run: energy over cold's"],
                         [[a, f["median_saving_x"], f["runs_worse_than_cold"], f["runs"],
                           f["worst_cost_vs_cold_x"]]
-                         for a, f in facts.items()])},
+                         for a, f in facts.items()]),
+                    **({"versus": recorded.Table(VERSUS_COLUMNS, vs)} if vs else {})},
             energy={"meter": "Zeus traces (V100, A40): measured GPU joules, replayed; "
                              "proposals: estimate", "measured": False,
                     "note": "trial energy is Zeus's measured GPU energy replayed from the "
@@ -381,7 +434,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                    "seeds and workloads in 'overall'); p = one-sided Mann-Whitney U that the "
                    "arm needs less energy than cold", *args.note],
             facts={"target_fraction_of_max_hv": TARGET, "source_trials": SOURCE_TRIALS,
-                   "overall": facts, "runs": runs})
+                   "overall": facts, "versus_record": args.versus, "runs": runs})
     return 0
 
 

@@ -112,3 +112,26 @@ def test_self_check_record_from_saved_rows(tmp_path: Path):
     assert [r["seed"] for r in facts["sources"]] == [0, 1, 2, 3]
     assert facts["real >= SELF_TRUST_STRONG"] == 0.5
     assert facts["shuffled: highest"] == 0.15 and facts["trust_min"] == 0.3
+
+
+def test_paired_counts_and_wilcoxon_against_another_arm_and_record():
+    from benchmarks.transfer import paired, versus
+
+    def run(arm: str, seed: int, e: float) -> dict:
+        return {"workload": "w", "direction": "a->b", "arm": arm, "seed": seed,
+                "energy_to_95_j": e, "trials": 5, "final_hv": 1.0, "trust": [],
+                "proposal_energy_j_estimated": 1.0}
+
+    base = [run("transfer", s, 100.0) for s in range(8)]
+    better = [run("mtgp", s, 50.0 if s < 7 else 200.0) for s in range(8)]
+    f = paired(better, base)
+    assert (f["runs"], f["less"], f["more"]) == (8, 7, 1)
+    assert f["p_less"] < 0.05
+    assert paired(base, better)["p_less"] > 0.9
+    # a run that never reached the target loses to one that did; two such runs tie
+    g = paired([run("mtgp", 0, math.inf), run("mtgp", 1, math.inf)],
+               [run("transfer", 0, 10.0), run("transfer", 1, math.inf)])
+    assert (g["less"], g["more"]) == (0, 1)
+    rows = versus(base + better, [run("transfer", s, 200.0) for s in range(8)])
+    assert rows[0][:5] == ["transfer", "transfer (other record)", 8, 8, 0]
+    assert rows[1][:5] == ["mtgp", "transfer", 8, 7, 1]
