@@ -200,6 +200,69 @@ def run_seed(workload: tuple[str, str], seed: int, budget: int, root: Path,
     return out
 
 
+def _greedy_to_target(E: np.ndarray, ref: np.ndarray, max_hv: float) -> tuple[int, float]:
+    """The fewest-joules way to 95% of the hypervolume found greedily (each step the
+    configuration with the most hypervolume gained per joule), on the expected values
+    ``E`` ``(n, 2)``: ``(configurations, their joules)``."""
+    pts = E / ref
+    chosen: list[int] = []
+    hv = energy = 0.0
+    while hv < TARGET and len(chosen) < len(E):
+        best = None
+        for i in range(len(E)):
+            if i in chosen:
+                continue
+            h = pareto.hypervolume(pts[chosen + [i]], [1.0, 1.0], ["min", "min"]) / max_hv
+            gain = (h - hv) / E[i, 0]
+            if best is None or gain > best[0]:
+                best = (gain, i, h)
+        assert best is not None
+        chosen.append(best[1])
+        energy += float(E[best[1], 0])
+        hv = best[2]
+    return len(chosen), energy
+
+
+def fronts(workload: tuple[str, str], cold: Sequence[dict[str, Any]] = ()) -> list[list[Any]]:
+    """What a source can point at, per direction: the source GPU's true Pareto set
+    evaluated on the target GPU (the hypervolume share it reaches, on the expected values),
+    and the cheapest way to 95% on the target (greedy, :func:`_greedy_to_target`); with
+    ``cold`` runs (another record's), cold's median energy to 95% over that."""
+    d, n = workload
+    traces = {g: ZeusTrace.load(TRACE_DIR, d, n, gpu=g) for g in ("v100", "a40")}
+    out = []
+    for src_gpu, dst_gpu in DIRECTIONS:
+        S, T = traces[src_gpu], traces[dst_gpu]
+        ref, mx = T.ref_point(), T.max_hv()
+        Et = T.expected()
+        src_front = S.configs[pareto.non_dominated(S.expected(), ["min", "min"])]
+        pts = []
+        for _, row in src_front.iterrows():
+            try:
+                pts.append(T.true_values({k: row[k] for k in S.dims}) / ref)
+            except (ValueError, KeyError):
+                continue  # not a configuration of the target's trace
+        share = (pareto.hypervolume(np.array(pts), [1.0, 1.0], ["min", "min"]) / mx
+                 if pts else 0.0)
+        k, joules = _greedy_to_target(Et, ref, mx)
+        direction = f"{src_gpu}->{dst_gpu}"
+        c = [r["energy_to_95_j"] for r in cold
+             if r["workload"] == d and r["direction"] == direction and r["arm"] == "cold"]
+        med = float(np.median(c)) if c else None
+        out.append([d, direction, len(Et),
+                    int(pareto.non_dominated(Et, ["min", "min"]).sum()), len(src_front),
+                    len(pts), round(float(share), 4), k, joules, med,
+                    None if med is None else med / joules])
+    return out
+
+
+FRONT_COLUMNS = ["workload", "direction", "target configurations", "target Pareto set",
+                 "source Pareto set", "of it in the target's space",
+                 "its share of the target's hypervolume", "fewest configurations to 95%",
+                 "their energy (J, expected)", "cold: median energy to 95% (J, --versus record)",
+                 "cold over the fewest"]
+
+
 def self_check_seed(workload: tuple[str, str], seed: int, root: Path, shuffles: int
                     ) -> list[dict[str, Any]]:
     """``self_trust`` of each direction's 20-trial source (one seed), mapped into the target
@@ -384,6 +447,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--versus", default=None, metavar="RECORD",
                     help="also compare each arm, run by run, with the same arm of this "
                     "recorded run (docs/results/transfer/<tag>)")
+    ap.add_argument("--fronts", action="store_true",
+                    help="what a source can point at (the source GPU's true Pareto set on the "
+                    "target, the cheapest way to 95%%) instead of running studies")
     ap.add_argument("--self-check", type=int, default=None, metavar="K",
                     help="measure the sources' self_trust (and K more shuffles of each) instead")
     args = ap.parse_args(argv)
@@ -392,18 +458,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     warnings.simplefilter("ignore")
     if args.self_check is not None:
         return _self_check_main(args, workloads, argv)
+    if args.fronts:
+        return _fronts_main(args, workloads, argv)
     runs = _collect(args, workloads,
                     lambda w, seed, root: run_seed(w, seed, args.budget, root, args.arms))
     rows, facts = summarise(runs)
     _print_table(COLUMNS, rows)
     print(json.dumps(facts, indent=2))
-    other: list[dict[str, Any]] = []
-    if args.versus:
-        other = [{**r, "energy_to_95_j": math.inf if r["energy_to_95_j"] is None
-                  else r["energy_to_95_j"]}
-                 for r in json.loads((Path(args.versus) / "summary.json").read_text())
-                 ["facts"]["runs"]]
-    vs = versus(runs, other)
+    vs = versus(runs, _other_runs(args.versus))
     if vs:
         _print_table(VERSUS_COLUMNS, vs)
     if args.record:
@@ -464,6 +526,39 @@ def _collect(args: argparse.Namespace, workloads: Sequence[tuple[str, str]],
             if args.runs_json:
                 Path(args.runs_json).write_text(json.dumps(rows, default=str))
     return rows
+
+
+def _other_runs(path: str | None) -> list[dict[str, Any]]:
+    """The runs of a recorded run (``--versus``), unreached energies as ``inf``."""
+    if not path:
+        return []
+    return [{**r, "energy_to_95_j": math.inf if r["energy_to_95_j"] is None
+             else r["energy_to_95_j"]}
+            for r in json.loads((Path(path) / "summary.json").read_text())["facts"]["runs"]]
+
+
+def _fronts_main(args: argparse.Namespace, workloads: Sequence[tuple[str, str]],
+                 argv: Sequence[str] | None) -> int:
+    cold = _other_runs(args.versus)
+    table = [row for w in workloads for row in fronts(w, cold)]
+    _print_table(FRONT_COLUMNS, table)
+    if args.record:
+        from docs import recorded
+
+        recorded.write_run(
+            Path(args.record), script="benchmarks/transfer.py",
+            command="python -m benchmarks.transfer " + " ".join(argv or sys.argv[1:]),
+            tables={"fronts": recorded.Table(FRONT_COLUMNS, table)},
+            energy={"meter": "Zeus traces (V100, A40): measured GPU joules", "measured": True,
+                    "note": "expected (mean) measured GPU joules per configuration of the "
+                            "traces; no study is run"},
+            title="Transfer across GPUs: what the source GPU's front says about the target's",
+            notes=["share: hypervolume of the source GPU's true Pareto set (expected values), "
+                   "evaluated on the target GPU, over the target's true front; fewest: greedy, "
+                   "the configuration with the most hypervolume per joule first, until 95%",
+                   *args.note],
+            facts={"versus_record": args.versus, "rows": table})
+    return 0
 
 
 def _self_check_main(args: argparse.Namespace, workloads: Sequence[tuple[str, str]],

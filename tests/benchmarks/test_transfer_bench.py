@@ -135,3 +135,19 @@ def test_paired_counts_and_wilcoxon_against_another_arm_and_record():
     rows = versus(base + better, [run("transfer", s, 200.0) for s in range(8)])
     assert rows[0][:5] == ["transfer", "transfer (other record)", 8, 8, 0]
     assert rows[1][:5] == ["mtgp", "transfer", 8, 7, 1]
+
+
+def test_the_cheapest_way_to_the_target_takes_the_front_by_hypervolume_per_joule():
+    from benchmarks.transfer import _greedy_to_target
+
+    E = np.array([[1.0, 10.0], [10.0, 1.0], [3.0, 3.0], [50.0, 50.0]])
+    ref = np.array([20.0, 20.0])
+    pts = E / ref
+    mx = ecopt.pareto.hypervolume(pts, [1.0, 1.0], ["min", "min"])
+    k, joules = _greedy_to_target(E, ref, mx)
+    # (1, 10) first (most hypervolume per joule), then (3, 3); 95% needs (10, 1) too
+    assert (k, joules) == (3, 14.0)
+    # a dominated configuration is never needed
+    k2, j2 = _greedy_to_target(E[[0, 3]], ref, ecopt.pareto.hypervolume(
+        pts[[0, 3]], [1.0, 1.0], ["min", "min"]))
+    assert (k2, j2) == (1, 1.0)
