@@ -403,7 +403,8 @@ def paired(runs: Sequence[dict[str, Any]], other: Sequence[dict[str, Any]]
 def versus(runs: Sequence[dict[str, Any]], other: Sequence[dict[str, Any]]
            ) -> list[list[Any]]:
     """Each arm but cold of ``runs`` against the same arm of ``other`` (another record's
-    runs), and, within ``runs``, each other arm against ``transfer`` (:func:`paired`)."""
+    runs), and, within ``runs``, each other arm against ``transfer`` and ``mtgp-raw``
+    against ``mtgp`` (:func:`paired`)."""
     arms = [a for a in ALL_ARMS if a != "cold" and any(r["arm"] == a for r in runs)]
     of = lambda rs, a: [r for r in rs if r["arm"] == a]  # noqa: E731
     out = []
@@ -411,10 +412,11 @@ def versus(runs: Sequence[dict[str, Any]], other: Sequence[dict[str, Any]]
         if of(other, a):
             f = paired(of(runs, a), of(other, a))
             out.append([a, f"{a} (other record)", f["runs"], f["less"], f["more"], f["p_less"]])
-    for a in arms:
-        if a != "transfer" and of(runs, "transfer"):
-            f = paired(of(runs, a), of(runs, "transfer"))
-            out.append([a, "transfer", f["runs"], f["less"], f["more"], f["p_less"]])
+    pairs = [(a, "transfer") for a in arms if a != "transfer"] + [("mtgp-raw", "mtgp")]
+    for a, b in pairs:
+        if of(runs, a) and of(runs, b):
+            f = paired(of(runs, a), of(runs, b))
+            out.append([a, b, f["runs"], f["less"], f["more"], f["p_less"]])
     return out
 
 

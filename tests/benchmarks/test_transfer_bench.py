@@ -135,6 +135,11 @@ def test_paired_counts_and_wilcoxon_against_another_arm_and_record():
     rows = versus(base + better, [run("transfer", s, 200.0) for s in range(8)])
     assert rows[0][:5] == ["transfer", "transfer (other record)", 8, 8, 0]
     assert rows[1][:5] == ["mtgp", "transfer", 8, 7, 1]
+    raw = [run("mtgp-raw", s, 60.0) for s in range(8)]
+    rows = versus(base + better + raw, [])
+    assert [r[:2] for r in rows] == [["mtgp", "transfer"], ["mtgp-raw", "transfer"],
+                                     ["mtgp-raw", "mtgp"]]
+    assert rows[2][3:5] == [1, 7]
 
 
 def test_the_cheapest_way_to_the_target_takes_the_front_by_hypervolume_per_joule():
