@@ -381,12 +381,16 @@ def summarise(runs: Sequence[dict[str, Any]]) -> tuple[list[list[Any]], dict[str
     return rows, facts
 
 
+#: Log energy ratio below which two runs tie (records keep 6 significant digits).
+TIE = 1e-5
+
+
 def paired(runs: Sequence[dict[str, Any]], other: Sequence[dict[str, Any]]
            ) -> dict[str, Any]:
     """Run by run (same workload, direction and seed), ``runs`` against ``other``: how many
     needed less / more energy to 95% and the one-sided Wilcoxon signed-rank p that
-    ``runs`` need less (on the log energy ratios; a run that never reached the target
-    counts as 1e30 J, two such runs as a tie)."""
+    ``runs`` need less (on the log energy ratios, :data:`TIE` apart at least; a run that
+    never reached the target counts as 1e30 J, two such runs as a tie)."""
     from scipy.stats import wilcoxon
 
     key = lambda r: (r["workload"], r["direction"], r["seed"])  # noqa: E731
@@ -394,10 +398,10 @@ def paired(runs: Sequence[dict[str, Any]], other: Sequence[dict[str, Any]]
     big = 1e30
     d = [math.log(min(theirs[key(r)], big)) - math.log(min(r["energy_to_95_j"], big))
          for r in runs if key(r) in theirs]
-    nz = [x for x in d if abs(x) > 1e-9]
+    nz = [x for x in d if abs(x) > TIE]
     p = float(wilcoxon(nz, alternative="greater").pvalue) if len(nz) >= 2 else None
-    return {"runs": len(d), "less": sum(x > 1e-9 for x in d),
-            "more": sum(x < -1e-9 for x in d), "p_less": p}
+    return {"runs": len(d), "less": sum(x > TIE for x in d),
+            "more": sum(x < -TIE for x in d), "p_less": p}
 
 
 def versus(runs: Sequence[dict[str, Any]], other: Sequence[dict[str, Any]]
