@@ -398,3 +398,28 @@ def test_a_strong_source_is_a_task_of_the_model_from_the_first_proposal(tmp_path
     assert last.proposal["transfer"]["pooled"] == [st2.transfer_sources[0].label]
     assert last.proposal["gp_state"]["kind"] == "multitask"
     st2.close()
+
+
+def test_which_sources_enter_the_model() -> None:
+    """The rule on each kind of source (self_trust, trust, poolable as trust() records them)."""
+    from ecopt.samplers._transfer import TransferModel
+
+    class Src:
+        records = [object()]
+
+    cases = [
+        ({"self_trust": 0.7, "trust": 0.0, "poolable": False}, True),   # strong: always
+        ({"self_trust": 0.4, "trust": None}, True),                      # checked, not judged
+        ({"self_trust": 0.4, "trust": 0.35, "poolable": False}, True),   # checked, trusted
+        ({"self_trust": 0.4, "trust": 0.2, "poolable": False}, False),   # checked, not trusted
+        ({"trust": None}, False),                                        # unchecked, not judged
+        ({"trust": 0.9, "poolable": False}, False),                      # unchecked, not significant
+        ({"trust": 0.9, "poolable": True}, True),                        # unchecked, significant
+        ({"self_trust": 0.1, "trust": 0.0}, False),                      # failed its self-check
+    ]
+    tm = TransferModel.__new__(TransferModel)
+    tm.sources = [Src() for _ in cases]
+    assert tm.in_model([c for c, _ in cases]) == [i for i, (_, ok) in enumerate(cases) if ok]
+    empty = type("Empty", (), {"records": []})()
+    tm.sources = [empty]
+    assert tm.in_model([{"self_trust": 0.9, "trust": None}]) == []

@@ -28,21 +28,20 @@ optimization"); the model that uses them is a multi-task GP:
    new space (sources in order, each front sorted by its first objective),
    instead of Sobol points; once every source falls below ``TRUST_MIN``, the
    rest of the initial design is Sobol, as a cold start.
-3. **Model.** A source's trials enter the target's GPs once its trust is backed
-   by enough evidence. A source that passed its own check clearly
-   (``self_trust >= SELF_TRUST_STRONG``) is pooled at ``trust >= TRUST_MIN``, from
-   :data:`MIN_JUDGED` trials on. Any other source (a borderline ``self_trust``, or
-   too few trials to be checked) must be significant on the new study's trials:
-   trust at least :func:`pool_threshold` of the ``n`` trials it was judged on, the
-   one-sided 5% level of Kendall's tau between unrelated rankings. The source's GP
-   never saw the new study's values, so this null is exact for an unrelated
-   source: three trials ranked right by chance (a trust of at least ``TRUST_MIN``
-   nearly one time in two) no longer pool it. No trust reaches that bar before 4
-   judged trials; it is 0.81 at 4, 0.67 at 5, 0.47 at 8 and 0.3 from 17. Shuffled
-   sources' leave-one-out rankings are optimistic (the GP's hyperparameters were
-   fitted on the value it predicts), so a shuffled source passes ``TRUST_MIN`` now
-   and then and ``SELF_TRUST_STRONG`` rarely, while most real ones reach it
-   (measured on the Zeus traces: ``docs/results/transfer/2026-12-07-source-check``).
+3. **Model.** Which sources' trials enter the model (:meth:`TransferModel.in_model`):
+   a source that passed its own check clearly (``self_trust >= SELF_TRUST_STRONG``)
+   from the first model-based proposal, whatever its trust; one that passed it
+   (``self_trust >= TRUST_MIN``) while it is trusted (not judged yet, or trust >=
+   ``TRUST_MIN``); a source too small to be checked only once its trust is
+   significant on the new study's trials: at least :func:`pool_threshold` of the
+   ``n`` trials it was judged on, the one-sided 5% level of Kendall's tau between
+   unrelated rankings (the source's GP never saw the new study's values, so this
+   null is exact; no trust reaches it before 4 judged trials: 0.81 at 4, 0.67 at 5,
+   0.47 at 8, 0.3 from 17). Shuffled sources' leave-one-out rankings are optimistic
+   (the GP's hyperparameters were fitted on the value it predicts), so a shuffled
+   source passes ``TRUST_MIN`` now and then and ``SELF_TRUST_STRONG`` rarely, while
+   most real ones reach it (measured on the Zeus traces:
+   ``docs/results/transfer/2026-12-07-source-check``).
    A source in the model is one task of a multi-task GP per objective, the new
    study's trials another (:mod:`ecopt.samplers._multitask`): the fit learns how
    far the source's trials inform the new study's, and positive minimised values
@@ -260,14 +259,19 @@ class TransferModel:
 
     # -- model ---------------------------------------------------------------
     def in_model(self, trust: Sequence[dict[str, Any]]) -> list[int]:
-        """The sources whose trials enter the model now: those clearly self-consistent
-        (``self_trust >= SELF_TRUST_STRONG``), whatever their trust, and the others once
-        judged with a trust at least their bar (:func:`pool_threshold`)."""
+        """The sources whose trials enter the model now: a clearly self-consistent one
+        (``self_trust >= SELF_TRUST_STRONG``) whatever its trust; one that passed its
+        self-check (``self_trust >= TRUST_MIN``) while it is trusted (not judged yet, or
+        trust >= ``TRUST_MIN``); one too small to be checked once its trust is significant
+        (at least :func:`pool_threshold`, ``poolable``)."""
         out = []
         for k, src in enumerate(self.sources):
             e = trust[k]
-            if src.records and (e.get("poolable")
-                                or (e.get("self_trust") or 0.0) >= SELF_TRUST_STRONG):
+            own = e.get("self_trust")
+            checked = own is not None and own >= TRUST_MIN and (
+                e.get("trust") is None or e["trust"] >= TRUST_MIN)
+            if src.records and (e.get("poolable") or checked
+                                or (own or 0.0) >= SELF_TRUST_STRONG):
                 out.append(k)
         return out
 
