@@ -478,9 +478,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from docs import recorded
 
         n_seeds = len({r["seed"] for r in runs})
-        recorded.write_run(
-            Path(args.record), script="benchmarks/transfer.py",
-            command="python -m benchmarks.transfer " + " ".join(argv or sys.argv[1:]),
+        _write(
+            args, argv,
             tables={"transfer": recorded.Table(COLUMNS, rows),
                     "overall": recorded.Table(
                         ["arm", "median saving vs cold (per-run ratio)", "runs worse than cold",
@@ -543,18 +542,25 @@ def _other_runs(path: str | None) -> list[dict[str, Any]]:
             for r in json.loads((Path(path) / "summary.json").read_text())["facts"]["runs"]]
 
 
+def _write(args: argparse.Namespace, argv: Sequence[str] | None, **kw: Any) -> None:
+    """Record this run under ``--record`` (``docs.recorded.write_run``'s other arguments)."""
+    from docs import recorded
+
+    recorded.write_run(Path(args.record), script="benchmarks/transfer.py",
+                       command="python -m benchmarks.transfer " + " ".join(argv or sys.argv[1:]),
+                       **kw)
+
+
 def _fronts_main(args: argparse.Namespace, workloads: Sequence[tuple[str, str]],
                  argv: Sequence[str] | None) -> int:
     cold = _other_runs(args.versus)
     table = [row for w in workloads for row in fronts(w, cold)]
     _print_table(FRONT_COLUMNS, table)
     if args.record:
-        from docs import recorded
+        from docs.recorded import Table
 
-        recorded.write_run(
-            Path(args.record), script="benchmarks/transfer.py",
-            command="python -m benchmarks.transfer " + " ".join(argv or sys.argv[1:]),
-            tables={"fronts": recorded.Table(FRONT_COLUMNS, table)},
+        _write(
+            args, argv, tables={"fronts": Table(FRONT_COLUMNS, table)},
             energy={"meter": "Zeus traces (V100, A40): measured GPU joules", "measured": True,
                     "note": "expected (mean) measured GPU joules per configuration of the "
                             "traces; no study is run"},
@@ -574,12 +580,10 @@ def _self_check_main(args: argparse.Namespace, workloads: Sequence[tuple[str, st
     table, facts = summarise_self_check(rows)
     _print_table(SELF_CHECK_COLUMNS, table)
     if args.record:
-        from docs import recorded
+        from docs.recorded import Table
 
-        recorded.write_run(
-            Path(args.record), script="benchmarks/transfer.py",
-            command="python -m benchmarks.transfer " + " ".join(argv or sys.argv[1:]),
-            tables={"self_check": recorded.Table(SELF_CHECK_COLUMNS, table)},
+        _write(
+            args, argv, tables={"self_check": Table(SELF_CHECK_COLUMNS, table)},
             energy=None,
             title="Transfer sources' self-check: real and shuffled Zeus sources",
             notes=["self_trust: leave-one-out ranking of a source's 20 trials by its own GP "

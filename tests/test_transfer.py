@@ -413,7 +413,7 @@ def test_which_sources_enter_the_model() -> None:
         ({"self_trust": 0.4, "trust": 0.35, "poolable": False}, True),   # checked, trusted
         ({"self_trust": 0.4, "trust": 0.2, "poolable": False}, False),   # checked, not trusted
         ({"trust": None}, False),                                        # unchecked, not judged
-        ({"trust": 0.9, "poolable": False}, False),                      # unchecked, not significant
+        ({"trust": 0.9, "poolable": False}, False),                      # unchecked, not signif.
         ({"trust": 0.9, "poolable": True}, True),                        # unchecked, significant
         ({"self_trust": 0.1, "trust": 0.0}, False),                      # failed its self-check
     ]
