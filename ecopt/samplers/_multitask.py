@@ -22,6 +22,10 @@ Measured on the Zeus traces (``docs/results/transfer/``): this model against
 the earlier one (the sources' values moved onto the new scale by a
 least-squares line and pooled with the new trials in one GP).
 
+BoTorch 0.18's ``MultiTaskGP`` learns a mean and a noise level per task (the
+recorded runs used it); BoTorch 0.15's has one of each for all tasks and learns less
+from a source whose values differ by a factor.
+
 Only BoTorch's public API is used (``MultiTaskGP``, ``SingleTaskGP``,
 ``ModelListGP``, ``Standardize``, ``fit_gpytorch_mll``).
 """
