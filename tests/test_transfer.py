@@ -424,3 +424,33 @@ def test_which_sources_enter_the_model() -> None:
     empty = type("Empty", (), {"records": []})()
     tm.sources = [empty]
     assert tm.in_model([{"self_trust": 0.9, "trust": None}]) == []
+
+
+def test_a_categorical_parameter_gets_a_categorical_kernel_in_the_multitask_model(
+        tmp_path: Path) -> None:
+    """An unordered categorical (a dataframe backend) enters the multi-task GP through a
+    categorical kernel, not as a number, and the study proposes from that model."""
+    sp = SearchSpace({"x": Float(0, 1), "backend": Categorical(["pandas", "polars", "dask"])})
+    cost = {"pandas": 1.0, "polars": 0.5, "dask": 2.0}
+
+    def f(p: dict, scale: float = 1.0) -> dict[str, float]:
+        c = cost[p["backend"]]
+        return {"a": scale * (c + (p["x"] - 0.3) ** 2),
+                "b": scale * (2.5 - c + (p["x"] - 0.7) ** 2)}
+
+    src = Study(sp, OBJS, storage=tmp_path / "src", meter="estimate", seed=1, sampler="sobol")
+    _run(src, 16, f)
+    src.close()
+    st = Study(sp, OBJS, meter="estimate", seed=0, transfer_from=[tmp_path / "src"])
+    _run(st, 8, lambda p: f(p, 2.0))
+    model = [r for r in st.records if r.proposed_by == "qlognehvi"]
+    assert model and all(r.proposal["gp_state"]["kind"] == "multitask" for r in model)
+    import torch
+
+    from ecopt.samplers._multitask import fit_multitask
+
+    X = torch.tensor([[0.1, 0.0], [0.5, 1.0], [0.9, 2.0]], dtype=torch.double)
+    Y = -torch.tensor([[1.0], [0.6], [2.2]], dtype=torch.double)
+    fitted = fit_multitask(X, Y, [(X.clone(), Y.clone() * 0.5)], ["a"], 1, cat_dims=[1])
+    kernels = [type(k).__name__ for k in fitted.models[0].covar_module.modules()]
+    assert "CategoricalKernel" in kernels and "MultiTaskGP" == type(fitted.models[0]).__name__

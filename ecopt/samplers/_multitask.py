@@ -71,8 +71,26 @@ def neg_log(Y: np.ndarray, logged: Sequence[bool]) -> np.ndarray:
     return out
 
 
+def _data_kernel(d: int, cat_dims: Sequence[int]) -> Any:
+    """The kernel over the inputs when some are categorical: BoTorch's dim-scaled RBF on
+    the others times its ``CategoricalKernel`` on them (``None``: none categorical, the
+    models' default kernel)."""
+    if not cat_dims:
+        return None
+    from botorch.models.kernels.categorical import CategoricalKernel
+    from botorch.models.utils.gpytorch_modules import get_covar_module_with_dim_scaled_prior
+
+    cat = sorted(cat_dims)
+    cont = [i for i in range(d) if i not in cat]
+    kernel = CategoricalKernel(ard_num_dims=len(cat), active_dims=cat)
+    if cont:
+        kernel = get_covar_module_with_dim_scaled_prior(ard_num_dims=len(cont),
+                                                        active_dims=cont) * kernel
+    return kernel
+
+
 def fit_multitask(X: Any, Y: Any, sources: Sequence[tuple[Any, Any]], names: Sequence[str],
-                  M: int) -> Fitted:
+                  M: int, cat_dims: Sequence[int] = ()) -> Fitted:
     """Fit the model of one proposal.
 
     Args:
@@ -84,6 +102,8 @@ def fit_multitask(X: Any, Y: Any, sources: Sequence[tuple[Any, Any]], names: Seq
         names: Column names of ``Y`` (keys of the recorded hyperparameters).
         M: Number of objectives (columns after them, constraint outputs, get no
             sources).
+        cat_dims: Columns of ``X`` holding a categorical's index: a categorical kernel
+            there (:func:`_data_kernel`), as the single-task models' mixed kernel does.
 
     Returns:
         One model per column of ``Y``, queried as a ``ModelListGP`` (task 0's outputs).
@@ -110,9 +130,11 @@ def fit_multitask(X: Any, Y: Any, sources: Sequence[tuple[Any, Any]], names: Seq
                                  dim=-1)
                 yall = torch.cat([y, *(b[1] for b in blocks)])
                 model = MultiTaskGP(Xall, yall, task_feature=-1, output_tasks=[0],
+                                    covar_module=_data_kernel(X.shape[-1], cat_dims),
                                     outcome_transform=Standardize(m=1))
             else:
-                model = SingleTaskGP(X, y, outcome_transform=Standardize(m=1))
+                model = SingleTaskGP(X, y, covar_module=_data_kernel(X.shape[-1], cat_dims),
+                                     outcome_transform=Standardize(m=1))
             fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
             model.eval()
             models.append(model)

@@ -231,7 +231,7 @@ def model_based(sampler: QLogNEHVISampler, space: SearchSpace, records: Sequence
                 X, torch.tensor(_multitask.neg_log(data.Y, logged + [False] * (
                     data.Y.shape[1] - M)), dtype=dtype),
                 [(Xs, torch.tensor(_multitask.neg_log(S, logged), dtype=dtype))
-                 for Xs, S in src], data.names, M)
+                 for Xs, S in src], data.names, M, cat_dims=sorted(enc.cat))
         else:
             fitted = _models.fit_outputs(X, torch.tensor(data.Y, dtype=dtype), Yvar,
                                          names=data.names, **fit_kw)
