@@ -11,6 +11,8 @@ per seed:
   points outside the target's space are left out).
 * ``unrelated``: ``transfer_from=`` the same source with its objective values
   shuffled among its trials (values that mean nothing for the target).
+* ``mtgp``, ``mtgp-raw``, ``mtgp-unrelated``: the MultiTaskGP alternative of
+  :mod:`benchmarks._mtgp` (on logs; on raw values; from the unrelated arm's source).
 
 Trial energy is the trace's measured GPU joules of one sampled training run
 (Zeus, replayed); search energy to 95% = the joules of every trial up to the
@@ -53,7 +55,7 @@ TARGET = 0.95
 SOURCE_TRIALS = 20
 ARMS = ("cold", "transfer", "by-hand", "unrelated")
 #: Every arm this script knows (``mtgp``: the MultiTaskGP alternative, :mod:`benchmarks._mtgp`).
-ALL_ARMS = (*ARMS, "mtgp", "mtgp-raw")
+ALL_ARMS = (*ARMS, "mtgp", "mtgp-raw", "mtgp-unrelated")
 DIRECTIONS = (("v100", "a40"), ("a40", "v100"))
 OBJS = [ecopt.Objective("energy_j", "min"), ecopt.Objective("time_s", "min")]
 
@@ -192,7 +194,8 @@ def run_seed(workload: tuple[str, str], seed: int, budget: int, root: Path,
                                                transfer_from=[junk]),
                 "mtgp": lambda: run_mtgp_study(traces[dst_gpu], seed, budget, src),
                 "mtgp-raw": lambda: run_mtgp_study(traces[dst_gpu], seed, budget, src,
-                                                   log_values=False)}
+                                                   log_values=False),
+                "mtgp-unrelated": lambda: run_mtgp_study(traces[dst_gpu], seed, budget, junk)}
         runs = {"cold": cold[dst_gpu], **{a: make[a]() for a in arms if a != "cold"}}
         for arm, r in runs.items():
             out.append({"workload": f"{d}", "direction": f"{src_gpu}->{dst_gpu}",
@@ -407,8 +410,8 @@ def paired(runs: Sequence[dict[str, Any]], other: Sequence[dict[str, Any]]
 def versus(runs: Sequence[dict[str, Any]], other: Sequence[dict[str, Any]]
            ) -> list[list[Any]]:
     """Each arm but cold of ``runs`` against the same arm of ``other`` (another record's
-    runs), and, within ``runs``, each other arm against ``transfer`` and ``mtgp-raw``
-    against ``mtgp`` (:func:`paired`)."""
+    runs), and, within ``runs``, each other arm against ``transfer``, ``mtgp-raw``
+    against ``mtgp`` and ``mtgp-unrelated`` against ``unrelated`` (:func:`paired`)."""
     arms = [a for a in ALL_ARMS if a != "cold" and any(r["arm"] == a for r in runs)]
     of = lambda rs, a: [r for r in rs if r["arm"] == a]  # noqa: E731
     out = []
@@ -416,7 +419,8 @@ def versus(runs: Sequence[dict[str, Any]], other: Sequence[dict[str, Any]]
         if of(other, a):
             f = paired(of(runs, a), of(other, a))
             out.append([a, f"{a} (other record)", f["runs"], f["less"], f["more"], f["p_less"]])
-    pairs = [(a, "transfer") for a in arms if a != "transfer"] + [("mtgp-raw", "mtgp")]
+    pairs = [(a, "transfer") for a in arms if a != "transfer"] + [
+        ("mtgp-raw", "mtgp"), ("mtgp-unrelated", "unrelated")]
     for a, b in pairs:
         if of(runs, a) and of(runs, b):
             f = paired(of(runs, a), of(runs, b))
@@ -443,7 +447,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--workloads", nargs="*", default=None, help="datasets (default: all six)")
     ap.add_argument("--arms", nargs="+", default=list(ARMS), choices=ALL_ARMS,
                     help="arms to run (cold always runs); mtgp: the MultiTaskGP alternative "
-                    "(mtgp-raw: on the values, not their logs)")
+                    "(mtgp-raw: on the values, not their logs; mtgp-unrelated: from the "
+                    "unrelated arm's shuffled source)")
     ap.add_argument("--zeus-dir", default=str(TRACE_DIR))
     ap.add_argument("--record", default=None, help="docs/results/transfer/<date> to write")
     ap.add_argument("--runs-json", default=None, help="also write every run here")

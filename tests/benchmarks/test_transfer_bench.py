@@ -140,6 +140,9 @@ def test_paired_counts_and_wilcoxon_against_another_arm_and_record():
     assert [r[:2] for r in rows] == [["mtgp", "transfer"], ["mtgp-raw", "transfer"],
                                      ["mtgp-raw", "mtgp"]]
     assert rows[2][3:5] == [1, 7]
+    un = [run("unrelated", s, 100.0) for s in range(8)]
+    mun = [run("mtgp-unrelated", s, 150.0) for s in range(8)]
+    assert versus(un + mun, [])[-1][:5] == ["mtgp-unrelated", "unrelated", 8, 0, 8]
 
 
 def test_the_cheapest_way_to_the_target_takes_the_front_by_hypervolume_per_joule():
