@@ -155,7 +155,8 @@ def model_based(sampler: QLogNEHVISampler, space: SearchSpace, records: Sequence
         tasks: Transfer sources in use, each its trials (params mapped into
             ``space``): the objectives are modelled by multi-task GPs, the
             study's trials one task and each source another
-            (:mod:`ecopt.samplers._multitask`), on BoTorch's public path.
+            (:mod:`ecopt.samplers._multitask`), on BoTorch's public path; their
+            noise is inferred (observed noise variances are not used).
 
     Returns:
         ``(U (n, d) unit-cube points, notes, fast paths off -> why, timing)``.

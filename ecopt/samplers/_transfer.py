@@ -264,16 +264,14 @@ class TransferModel:
         self-check (``self_trust >= TRUST_MIN``) while it is trusted (not judged yet, or
         trust >= ``TRUST_MIN``); one too small to be checked once its trust is significant
         (at least :func:`pool_threshold`, ``poolable``)."""
-        out = []
-        for k, src in enumerate(self.sources):
-            e = trust[k]
-            own = e.get("self_trust")
-            checked = own is not None and own >= TRUST_MIN and (
-                e.get("trust") is None or e["trust"] >= TRUST_MIN)
-            if src.records and (e.get("poolable") or checked
-                                or (own or 0.0) >= SELF_TRUST_STRONG):
-                out.append(k)
-        return out
+        def used(e: dict[str, Any]) -> bool:
+            own, t = e.get("self_trust"), e.get("trust")
+            if own is None:  # too small to be checked
+                return bool(e.get("poolable"))
+            return own >= SELF_TRUST_STRONG or (own >= TRUST_MIN
+                                                and (t is None or t >= TRUST_MIN))
+
+        return [k for k, src in enumerate(self.sources) if src.records and used(trust[k])]
 
 
 def _unit(d: int) -> Any:
