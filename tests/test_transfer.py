@@ -401,6 +401,28 @@ def test_a_strong_source_is_a_task_of_the_model_from_the_first_proposal(tmp_path
     st2.close()
 
 
+def test_a_source_in_the_model_proposes_from_the_first_new_trial(tmp_path: Path) -> None:
+    """A source whose Pareto set is one point: after that point, the next proposal comes
+    from the multi-task model (the source's trials beside the one new trial), not from a
+    Sobol point, which on the Zeus traces could cost hundreds of times the trial it
+    replaced."""
+    def one_front(p: dict) -> dict[str, float]:  # both objectives best at the same point
+        g = (p["x"] - 0.3) ** 2 + 0.5 * p["y"]
+        return {"a": 1.0 + g, "b": 2.0 + 3.0 * g}
+
+    src = _source(tmp_path / "src", n=16, fn=one_front)
+    assert len(ecopt.load_study(src).best_trials()) == 1
+    sp = SearchSpace({"x": Float(0, 1), "y": Float(0, 1)})
+    st = Study(sp, OBJS, meter="estimate", seed=0, transfer_from=[src])
+    _run(st, 2, lambda p: {k: 2.0 * v for k, v in one_front(p).items()})
+    first, second = st.records
+    assert first.proposed_by == "transfer"
+    assert second.proposed_by == "qlognehvi", second.proposal
+    assert second.proposal["gp_state"]["kind"] == "multitask"
+    assert second.proposal["transfer"]["pooled"] == [st.transfer_sources[0].label]
+    st.close()
+
+
 def test_which_sources_enter_the_model() -> None:
     """The rule on each kind of source (self_trust, trust, poolable as trust() records them)."""
     from ecopt.samplers._transfer import TransferModel

@@ -141,8 +141,8 @@ class TrainingData:
 
 def training_data(space: SearchSpace, complete: Sequence[TrialRecord],
                   objectives: Sequence[Objective],
-                  constraints: Sequence[Constraint], ref_point_rule: str = "front"
-                  ) -> TrainingData:
+                  constraints: Sequence[Constraint], ref_point_rule: str = "front",
+                  min_trials: int = 2) -> TrainingData:
     """Model inputs and outcomes of the complete trials, and the reference point.
 
     A column gets observed noise when every kept trial reported that metric's
@@ -159,9 +159,12 @@ def training_data(space: SearchSpace, complete: Sequence[TrialRecord],
     point is dominated, so the search can stay confined to one part of the
     front (docs/benchmarks.md, "Energy-aware search").
 
+    ``min_trials``: the complete trials needed (2; 1 when transfer sources' trials
+    enter the model beside them).
+
     Raises:
-        ValueError: when fewer than 2 complete trials have every metric, or
-            for an unknown ``ref_point_rule``.
+        ValueError: when fewer than ``min_trials`` complete trials have every metric,
+            or for an unknown ``ref_point_rule``.
     """
     if ref_point_rule not in REF_POINT_RULES:
         raise ValueError(f"ref_point_rule must be one of {list(REF_POINT_RULES)}, "
@@ -173,8 +176,8 @@ def training_data(space: SearchSpace, complete: Sequence[TrialRecord],
                   for r in complete], dtype=float).reshape(len(complete), -1)
     keep = ~np.isnan(Y).any(axis=1)
     U, Y = U[keep], Y[keep]
-    if U.shape[0] < 2:
-        raise ValueError("fewer than 2 complete trials with every metric")
+    if U.shape[0] < min_trials:
+        raise ValueError(f"fewer than {min_trials} complete trial(s) with every metric")
     names = [o.name for o in objectives] + [c.name for c in constraints]
     kept = [r for r, k in zip(complete, keep) if k]
     noisy = [m for m in names if all(m in r.noise for r in kept)]

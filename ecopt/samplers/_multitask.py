@@ -2,9 +2,9 @@
 
 The model stage of a proposal with transfer sources in use
 (:mod:`ecopt.samplers._transfer` decides which: its trust rule). For each
-objective, BoTorch's ``MultiTaskGP`` is fitted on the new study's trials (task 0,
-the output the acquisition queries) and on the trials of every source in use
-that observed the objective (tasks 1, 2, ...): a kernel over the inputs times a
+objective, BoTorch's ``MultiTaskGP`` is fitted on the trials of every source in
+use that observed the objective (tasks 0, 1, ...) and on the new study's trials
+(the last task, the output the acquisition queries): a kernel over the inputs times a
 learned task covariance (``IndexKernel``), so the fit itself decides how much a
 source's trials say about the new study, everywhere at once rather than by
 moving the source's values onto the new scale. An objective no source observed
@@ -24,7 +24,13 @@ least-squares line and pooled with the new trials in one GP).
 
 BoTorch 0.18's ``MultiTaskGP`` learns a mean and a noise level per task (the
 recorded runs used it); BoTorch 0.15's has one of each for all tasks and learns less
-from a source whose values differ by a factor.
+from a source whose values differ by a factor. BoTorch 0.18's task covariance
+(``PositiveIndexKernel``) fixes task 0's variance to 1 and learns the others':
+the new study is the last task so that its variance is learnt from its own
+trials while a source's, with the most trials, sets the scale (the order the
+benchmark's MultiTaskGP arm used; with the new study as task 0 the same model
+chose other configurations, ``docs/results/transfer/``). At 0.15
+(``IndexKernel``) the order changes nothing.
 
 Only BoTorch's public API is used (``MultiTaskGP``, ``SingleTaskGP``,
 ``ModelListGP``, ``Standardize``, ``fit_gpytorch_mll``).
@@ -106,7 +112,8 @@ def fit_multitask(X: Any, Y: Any, sources: Sequence[tuple[Any, Any]], names: Seq
             there (:func:`_data_kernel`), as the single-task models' mixed kernel does.
 
     Returns:
-        One model per column of ``Y``, queried as a ``ModelListGP`` (task 0's outputs).
+        One model per column of ``Y``, queried as a ``ModelListGP`` (the new study's
+        task's outputs).
     """
     import torch
     from botorch.fit import fit_gpytorch_mll
@@ -123,13 +130,15 @@ def fit_multitask(X: Any, Y: Any, sources: Sequence[tuple[Any, Any]], names: Seq
             blocks = [(Xs[ok], Ys[ok, j:j + 1]) for Xs, Ys in sources if j < M
                       for ok in [torch.isfinite(Ys[:, j])] if bool(ok.any())]
             if blocks:
-                task = [torch.zeros(len(X), 1, dtype=X.dtype)]
-                task += [torch.full((len(b[0]), 1), float(i + 1), dtype=X.dtype)
-                         for i, b in enumerate(blocks)]
-                Xall = torch.cat([torch.cat([X, *(b[0] for b in blocks)]), torch.cat(task)],
+                # sources are tasks 0..k-1, the new study the last (see the module)
+                new = len(blocks)
+                task = [torch.full((len(b[0]), 1), float(i), dtype=X.dtype)
+                        for i, b in enumerate(blocks)]
+                task.append(torch.full((len(X), 1), float(new), dtype=X.dtype))
+                Xall = torch.cat([torch.cat([*(b[0] for b in blocks), X]), torch.cat(task)],
                                  dim=-1)
-                yall = torch.cat([y, *(b[1] for b in blocks)])
-                model = MultiTaskGP(Xall, yall, task_feature=-1, output_tasks=[0],
+                yall = torch.cat([*(b[1] for b in blocks), y])
+                model = MultiTaskGP(Xall, yall, task_feature=-1, output_tasks=[new],
                                     covar_module=_data_kernel(X.shape[-1], cat_dims),
                                     outcome_transform=Standardize(m=1))
             else:

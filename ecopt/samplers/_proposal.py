@@ -169,7 +169,7 @@ def model_based(sampler: QLogNEHVISampler, space: SearchSpace, records: Sequence
 
     enc = encoding(space)
     data = training_data(space, complete, sampler.objectives, sampler.constraints,
-                         sampler.ref_point_rule)
+                         sampler.ref_point_rule, min_trials=1 if tasks else 2)
     M = len(sampler.objectives)
     infeasible = [r for r in records if r.state is TrialState.INFEASIBLE]
     fails = _failures.split(space, records)

@@ -519,13 +519,14 @@ class QLogNEHVISampler(Sampler):
         more = [*pending, *[p.params for p in out]]
         left = n - len(out)
         now = started + len(out)
-        if (not trusted and now < n_init) or len(complete) < 2:
+        used = tm.in_model(trust) if not self.constraints else []
+        need = 1 if used else 2
+        if (not trusted and now < n_init) or len(complete) < need:
             why = "initial design (sources not trusted)" if not trusted else \
-                "fewer than 2 complete trials to model"
+                f"fewer than {need} complete trial(s) to model"
             sob = self._sobol(space, now, left, why, self._avoid(space, records, more))
             return out + [Proposal(p.params, p.proposed_by, {**p.info, "transfer": note})
                           for p in sob]
-        used = tm.in_model(trust) if not self.constraints else []
         note = {**note, "pooled": [tm.sources[k].label for k in used]}
         try:
             from ecopt.samplers._proposal import model_based
