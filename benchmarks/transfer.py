@@ -55,7 +55,8 @@ TARGET = 0.95
 SOURCE_TRIALS = 20
 ARMS = ("cold", "transfer", "by-hand", "unrelated")
 #: Every arm this script knows (``mtgp``: the MultiTaskGP alternative, :mod:`benchmarks._mtgp`).
-ALL_ARMS = (*ARMS, "mtgp", "mtgp-raw", "mtgp-unrelated")
+ALL_ARMS = (*ARMS, "mtgp", "mtgp-raw", "mtgp-unrelated", "transfer-relative",
+            "by-hand-relative")
 DIRECTIONS = (("v100", "a40"), ("a40", "v100"))
 OBJS = [ecopt.Objective("energy_j", "min"), ecopt.Objective("time_s", "min")]
 
@@ -74,6 +75,29 @@ def _truncate(src: Path, dest: Path, n: int, shuffle_seed: int | None = None) ->
             perm = rng.permutation(len(vals))
             for i, j in zip(ok, perm):
                 rows[i]["values"][key] = vals[j]
+    (dest / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return dest
+
+
+def _rescale(src: Path, dest: Path, frm: ZeusTrace, to: ZeusTrace) -> Path:
+    """A copy of study ``src`` (run on ``frm``'s GPU) with each power limit moved to the
+    same position in ``to``'s power-limit range, the nearest of ``to``'s values, and the
+    parameter declared as ``to``'s: the ``-relative`` arms, which measure what mapping a
+    power limit by its share of the GPU's range (rather than by its value in watts) would
+    be worth to a source."""
+    dest.mkdir(parents=True)
+    spec = json.loads((src / "study.json").read_text())
+    spec["space"]["power_limit"] = to.space()["power_limit"].to_dict()
+    (dest / "study.json").write_text(json.dumps(spec))
+    a = sorted(float(v) for v in frm.configs["power_limit"].unique())
+    b = sorted(float(v) for v in to.configs["power_limit"].unique())
+    rows = [json.loads(line) for line in (src / "trials.jsonl").read_text().splitlines()
+            if line.strip()]
+    for r in rows:
+        if "power_limit" in r.get("params", {}):
+            share = (float(r["params"]["power_limit"]) - a[0]) / (a[-1] - a[0])
+            want = b[0] + share * (b[-1] - b[0])
+            r["params"]["power_limit"] = int(min(b, key=lambda v: (abs(v - want), v)))
     (dest / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     return dest
 
@@ -187,7 +211,13 @@ def run_seed(workload: tuple[str, str], seed: int, budget: int, root: Path,
         src = _truncate(cold_dirs[src_gpu], root / f"src-{src_gpu}", SOURCE_TRIALS)
         junk = _truncate(cold_dirs[src_gpu], root / f"junk-{src_gpu}", SOURCE_TRIALS,
                          shuffle_seed=seed)
+        rel = (_rescale(src, root / f"rel-{src_gpu}", traces[src_gpu], traces[dst_gpu])
+               if any(a.endswith("-relative") for a in arms) else src)
         make = {"transfer": lambda: run_study(traces[dst_gpu], seed, budget, transfer_from=[src]),
+                "transfer-relative": lambda: run_study(traces[dst_gpu], seed, budget,
+                                                       transfer_from=[rel]),
+                "by-hand-relative": lambda: run_study(traces[dst_gpu], seed, budget,
+                                                      enqueue=_front_params(rel)),
                 "by-hand": lambda: run_study(traces[dst_gpu], seed, budget,
                                              enqueue=_front_params(src)),
                 "unrelated": lambda: run_study(traces[dst_gpu], seed, budget,
@@ -448,7 +478,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--arms", nargs="+", default=list(ARMS), choices=ALL_ARMS,
                     help="arms to run (cold always runs); mtgp: the MultiTaskGP alternative "
                     "(mtgp-raw: on the values, not their logs; mtgp-unrelated: from the "
-                    "unrelated arm's shuffled source)")
+                    "unrelated arm's shuffled source); transfer-relative, by-hand-relative: "
+                    "from the source with its power limits moved to the same share of the "
+                    "target GPU's range")
     ap.add_argument("--zeus-dir", default=str(TRACE_DIR))
     ap.add_argument("--record", default=None, help="docs/results/transfer/<date> to write")
     ap.add_argument("--runs-json", default=None, help="also write every run here")
