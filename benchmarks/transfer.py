@@ -79,32 +79,36 @@ def _truncate(src: Path, dest: Path, n: int, shuffle_seed: int | None = None) ->
     return dest
 
 
+#: ``transfer_map`` of the ``transfer-relative`` arm: a power limit by its share of the GPU's
+#: range (the A40 runs to 300 W, the V100 to 250 W).
+RELATIVE = {"power_limit": "relative"}
+
+
 def _rescale(src: Path, dest: Path, frm: ZeusTrace, to: ZeusTrace) -> Path:
-    """A copy of study ``src`` (run on ``frm``'s GPU) with each power limit moved to the
-    same position in ``to``'s power-limit range, the nearest of ``to``'s values, and the
-    parameter declared as ``to``'s: the ``-relative`` arms, which measure what mapping a
-    power limit by its share of the GPU's range (rather than by its value in watts) would
-    be worth to a source."""
+    """A copy of study ``src`` (run on ``frm``'s GPU) with each power limit moved as
+    ``transfer_map=RELATIVE`` moves it (:func:`ecopt.transfer.map_relative`) and the
+    parameter declared as ``to``'s: the ``by-hand-relative`` arm's front, a user's
+    rescaling by hand."""
+    from ecopt.transfer import map_relative
+
     dest.mkdir(parents=True)
     spec = json.loads((src / "study.json").read_text())
     spec["space"]["power_limit"] = to.space()["power_limit"].to_dict()
     (dest / "study.json").write_text(json.dumps(spec))
-    a = sorted(float(v) for v in frm.configs["power_limit"].unique())
-    b = sorted(float(v) for v in to.configs["power_limit"].unique())
+    a, b = frm.space()["power_limit"], to.space()["power_limit"]
     rows = [json.loads(line) for line in (src / "trials.jsonl").read_text().splitlines()
             if line.strip()]
     for r in rows:
         if "power_limit" in r.get("params", {}):
-            share = (float(r["params"]["power_limit"]) - a[0]) / (a[-1] - a[0])
-            want = b[0] + share * (b[-1] - b[0])
-            r["params"]["power_limit"] = int(min(b, key=lambda v: (abs(v - want), v)))
+            r["params"]["power_limit"] = map_relative(r["params"]["power_limit"], a, b)
     (dest / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     return dest
 
 
 def run_study(trace: ZeusTrace, seed: int, budget: int, storage: Path | None = None,
               transfer_from: Sequence[Path] = (), enqueue: Sequence[dict[str, Any]] = (),
-              min_trials: int = 0) -> dict[str, Any]:
+              min_trials: int = 0, transfer_map: dict[str, str] | None = None
+              ) -> dict[str, Any]:
     """One study on ``trace``; stops after reaching the target (and ``min_trials``).
 
     Proposals are full ones (``proposal_share=None``): the trials are GPU runs of
@@ -113,7 +117,8 @@ def run_study(trace: ZeusTrace, seed: int, budget: int, storage: Path | None = N
     CPU nothing, and the rule would economise every proposal of the cold arm."""
     sampler = ecopt.samplers.QLogNEHVISampler(seed=seed, proposal_share=None)
     study = ecopt.Study(trace.space(), OBJS, storage=storage, sampler=sampler,
-                        meter="estimate", seed=seed, transfer_from=list(transfer_from) or None)
+                        meter="estimate", seed=seed, transfer_from=list(transfer_from) or None,
+                        transfer_map=transfer_map)
     queue = []
     for p in enqueue:
         try:
@@ -212,10 +217,11 @@ def run_seed(workload: tuple[str, str], seed: int, budget: int, root: Path,
         junk = _truncate(cold_dirs[src_gpu], root / f"junk-{src_gpu}", SOURCE_TRIALS,
                          shuffle_seed=seed)
         rel = (_rescale(src, root / f"rel-{src_gpu}", traces[src_gpu], traces[dst_gpu])
-               if any(a.endswith("-relative") for a in arms) else src)
+               if "by-hand-relative" in arms else src)
         make = {"transfer": lambda: run_study(traces[dst_gpu], seed, budget, transfer_from=[src]),
                 "transfer-relative": lambda: run_study(traces[dst_gpu], seed, budget,
-                                                       transfer_from=[rel]),
+                                                       transfer_from=[src],
+                                                       transfer_map=RELATIVE),
                 "by-hand-relative": lambda: run_study(traces[dst_gpu], seed, budget,
                                                       enqueue=_front_params(rel)),
                 "by-hand": lambda: run_study(traces[dst_gpu], seed, budget,
@@ -478,9 +484,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--arms", nargs="+", default=list(ARMS), choices=ALL_ARMS,
                     help="arms to run (cold always runs); mtgp: the MultiTaskGP alternative "
                     "(mtgp-raw: on the values, not their logs; mtgp-unrelated: from the "
-                    "unrelated arm's shuffled source); transfer-relative, by-hand-relative: "
-                    "from the source with its power limits moved to the same share of the "
-                    "target GPU's range")
+                    "unrelated arm's shuffled source); transfer-relative: transfer_map="
+                    "{'power_limit': 'relative'}; by-hand-relative: the source's front with "
+                    "its power limits moved the same way")
     ap.add_argument("--zeus-dir", default=str(TRACE_DIR))
     ap.add_argument("--record", default=None, help="docs/results/transfer/<date> to write")
     ap.add_argument("--runs-json", default=None, help="also write every run here")

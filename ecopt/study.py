@@ -110,6 +110,13 @@ class Study:
             ``transfer_from`` reloads them from there, and a source that is gone
             or changed is a :class:`~ecopt.errors.TransferSourceError`. Matching
             rules: :mod:`ecopt.transfer`; the model: :mod:`ecopt.samplers._transfer`.
+        transfer_map: How a numeric parameter of the sources is carried over:
+            ``{"power_limit": "relative"}`` maps a source value by its share of
+            the source's range onto the same share of this study's (a GPU power
+            limit on another GPU); ``"value"`` (the default for every
+            parameter) keeps the value, clipped. Recorded in ``study.json``;
+            reopening without it uses the recorded map, and another map than
+            the recorded one is a :class:`~ecopt.errors.TransferSourceError`.
 
     Names (sampler, meter, pruner) resolve through :mod:`ecopt.registry`, where
     installed packages add their own by entry point; an instance is accepted
@@ -143,6 +150,7 @@ class Study:
         subtract_idle: bool | None = None,
         cost_aware: bool | None = None,
         transfer_from: Sequence[Any] | str | Path | None = None,
+        transfer_map: Mapping[str, str] | None = None,
         _readonly: bool = False,
         _spec: Mapping[str, Any] | None = None,
     ) -> None:
@@ -223,7 +231,7 @@ class Study:
                 self._storage.close()
                 raise
         try:
-            self._open_transfer(transfer_from)
+            self._open_transfer(transfer_from, transfer_map)
         except BaseException:
             self.close()
             raise
@@ -237,16 +245,21 @@ class Study:
         if self._records:
             self._restore_convergence()
 
-    def _open_transfer(self, transfer_from: Sequence[Any] | str | Path | None) -> None:
+    def _open_transfer(self, transfer_from: Sequence[Any] | str | Path | None,
+                       transfer_map: Mapping[str, str] | None = None) -> None:
         """Load the transfer sources (given, or recorded in study.json) and hand them to the sampler."""
         from ecopt.errors import TransferSourceError
-        from ecopt.transfer import load_sources
+        from ecopt.transfer import check_map, load_sources
 
         if isinstance(transfer_from, (str, Path, Study)):
             transfer_from = [transfer_from]
+        mapping = check_map(self.space, transfer_map)
         recorded = self.spec.get("transfer") or None
         self.transfer_sources: list[Any] = []
         if recorded is None and not transfer_from:
+            if mapping:
+                raise ValueError(f"transfer_map={dict(transfer_map or {})!r} needs transfer "
+                                 "sources (transfer_from=...)")
             return
         if recorded is not None:
             given = list(transfer_from or [])
@@ -255,8 +268,15 @@ class Study:
                     f"{str(self.path)!r} was created with {len(recorded)} transfer source(s) "
                     f"({[r.get('label') for r in recorded]}), {len(given)} given now; open it "
                     "without transfer_from (the recorded ones are used) or start a new study")
+            was = dict(self.spec.get("transfer_map") or {})
+            if transfer_map is not None and mapping != was:
+                raise TransferSourceError(
+                    f"{str(self.path)!r} was created with transfer_map={was!r}, "
+                    f"transfer_map={mapping!r} given now; proposals would differ. Open it "
+                    "without transfer_map (the recorded one is used) or start a new study")
             sources = given or [r.get("path") or r.get("label") for r in recorded]
-            self.transfer_sources = load_sources(sources, self.space, self.objectives, recorded)
+            self.transfer_sources = load_sources(sources, self.space, self.objectives, recorded,
+                                                 transfer_map=was)
         else:
             if self._storage is not None and self._records and not self.spec.get("transfer"):
                 raise TransferSourceError(
@@ -264,8 +284,10 @@ class Study:
                     "transfer sources; adding sources now would change what it proposes. "
                     "Start a new study directory for the transfer")
             self.transfer_sources = load_sources(list(transfer_from or []), self.space,
-                                                 self.objectives)
+                                                 self.objectives, transfer_map=mapping)
             self.spec["transfer"] = [s.describe() for s in self.transfer_sources]
+            if mapping:
+                self.spec["transfer_map"] = mapping
             if self._storage is not None:
                 self._storage.write_spec(self.spec)
         use = getattr(self.sampler, "use_transfer", None)

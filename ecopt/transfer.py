@@ -16,6 +16,14 @@ Matching rules (a source is mapped into the new study's space):
   study at whatever value they had.
 - A parameter only the new study has: the source's trials are placed at the
   middle of its range (a categorical's first choice, a fixed value as it is).
+- ``transfer_map`` (``Study(..., transfer_map={"power_limit": "relative"})``)
+  maps a numeric parameter by its share of the range instead of by value: a
+  source value at a share ``u`` of the source's range (its position in the unit
+  interval the parameter encodes to, log-aware; for numeric choices, between the
+  smallest and largest) goes to the same share of the new range, the nearest
+  allowed value (ties to the lower). For settings whose meaning is relative to
+  the machine, such as a GPU power limit (the A40 runs to 300 W, the V100 to
+  250 W). A source whose range is a single value maps to the middle.
 - Objectives match by name and direction. A source lacking one of the new
   objectives informs the others (its trials enter the model of the objectives it
   has, and its trust is judged on them). A source sharing no objective, an
@@ -42,7 +50,13 @@ from ecopt.space import Categorical, Fixed, Float, Int, Parameter, SearchSpace
 from ecopt.storage import StudyStorage
 from ecopt.record import TrialRecord, TrialState, make_record
 
-__all__ = ["SourceStudy", "load_sources", "records_hash", "study_id"]
+__all__ = ["MAP_RULES", "SourceStudy", "check_map", "load_sources", "map_relative",
+           "records_hash", "study_id"]
+
+#: How a matched numeric parameter is carried over (``transfer_map``'s values):
+#: ``"value"`` (the default: the same value, clipped to the new bounds) or
+#: ``"relative"`` (the same share of the range).
+MAP_RULES = ("value", "relative")
 
 
 def study_id(spec: Mapping[str, Any]) -> str:
@@ -117,6 +131,67 @@ def _kind(param: Parameter) -> str:
     return "numeric"
 
 
+def check_map(space: SearchSpace, transfer_map: Mapping[str, str] | None) -> dict[str, str]:
+    """``transfer_map`` checked against the new study's ``space``: ``{name: rule}``, the
+    ``"value"`` entries left out (the default).
+
+    Raises:
+        ValueError: not a mapping, a name that is not a parameter of ``space``, one that
+            is not numeric, or a rule not in :data:`MAP_RULES`.
+    """
+    if transfer_map is None:
+        return {}
+    if not isinstance(transfer_map, Mapping):
+        raise ValueError("transfer_map must map parameter names to a rule in "
+                         f"{list(MAP_RULES)}, got transfer_map={transfer_map!r}")
+    out: dict[str, str] = {}
+    for name, rule in transfer_map.items():
+        if name not in space:
+            raise ValueError(f"transfer_map names {name!r}, which is not a parameter of this "
+                             f"study's space (it has {list(space)})")
+        if rule not in MAP_RULES:
+            raise ValueError(f"transfer_map[{name!r}] must be one of {list(MAP_RULES)}, "
+                             f"got {rule!r}")
+        if rule != "value" and _kind(space[name]) != "numeric":
+            raise ValueError(f"transfer_map[{name!r}] = {rule!r} needs a numeric parameter "
+                             f"(a range to take a share of); {name!r} is {_kind(space[name])}")
+        if rule != "value":
+            out[name] = rule
+    return out
+
+
+def _share(param: Parameter, value: Any) -> float | None:
+    """Where ``value`` lies in ``param``'s range, in [0, 1] (``None``: a range of one value)."""
+    if isinstance(param, Categorical):
+        vals = [float(c) for c in param.choices]
+        lo, hi = min(vals), max(vals)
+        return None if hi == lo else min(1.0, max(0.0, (float(value) - lo) / (hi - lo)))
+    if isinstance(param, (Float, Int)):
+        return min(1.0, max(0.0, param.encode(float(value))))
+    return None
+
+
+def map_relative(value: Any, src_param: Parameter, param: Parameter) -> Any:
+    """``value`` of ``src_param`` moved to the same share of ``param``'s range: the
+    nearest allowed value of ``param`` (ties to the lower); the middle of ``param``'s
+    range when ``src_param`` has a single value. Both must be numeric."""
+    u = _share(src_param, value)
+    u = 0.5 if u is None else u
+    if isinstance(param, Float):
+        return param.decode(u)
+    if isinstance(param, Categorical):
+        vals = sorted(param.choices, key=float)
+        lo, hi = float(vals[0]), float(vals[-1])
+        allowed: Sequence[Any] = vals
+        want = lo + u * (hi - lo)
+    elif isinstance(param, Int) and not param.log:
+        allowed = param.values
+        want = param.low + u * (param.high - param.low)
+    else:
+        return param.decode(u)
+    return min(allowed, key=lambda v: (abs(float(v) - want), float(v)))
+
+
 def _map_value(name: str, param: Parameter, value: Any) -> tuple[Any, bool]:
     """``(value in the new space, clipped?)``; ``(None, False)`` when it has no image."""
     if isinstance(param, Fixed):
@@ -137,8 +212,10 @@ def _map_value(name: str, param: Parameter, value: Any) -> tuple[Any, bool]:
 
 def map_into(space: SearchSpace, objectives: Sequence[Objective], src_space: SearchSpace,
              src_objectives: Sequence[Objective], records: Sequence[TrialRecord],
-             label: str) -> tuple[list[TrialRecord], int, dict[str, str], list[str]]:
-    """Map a source's complete trials into ``space`` (the module's rules).
+             label: str, transfer_map: Mapping[str, str] | None = None
+             ) -> tuple[list[TrialRecord], int, dict[str, str], list[str]]:
+    """Map a source's complete trials into ``space`` (the module's rules;
+    ``transfer_map``: :func:`check_map`'s result, parameters mapped by share).
 
     Returns:
         ``(mapped records, dropped, parameter rules, shared objective names)``.
@@ -173,6 +250,8 @@ def map_into(space: SearchSpace, objectives: Sequence[Objective], src_space: Sea
                 f"transfer source {label}: parameter {name!r} is {a} there and {b} here; "
                 "it cannot be matched (rename one, or leave the source out)")
         rules[name] = "matched"
+        if (transfer_map or {}).get(name) == "relative" and "fixed" not in (a, b):
+            rules[name] = "relative: same share of the range"
     for name in src_space:
         if name not in space:
             rules[name] = "source only: marginalised"
@@ -186,6 +265,14 @@ def map_into(space: SearchSpace, objectives: Sequence[Objective], src_space: Sea
         for name, param in space.items():
             if name not in r.params:
                 params[name] = _fill(param)
+                continue
+            if rules.get(name, "").startswith("relative"):
+                raw = r.params[name]
+                if isinstance(raw, bool) or not isinstance(raw, (int, float)) \
+                        or not math.isfinite(raw):
+                    ok = False
+                    break
+                params[name] = map_relative(raw, src_space[name], param)
                 continue
             v, clipped = _map_value(name, param, r.params[name])
             if v is None:
@@ -242,7 +329,8 @@ def _open(src: Any) -> tuple[_Opened, str, str | None]:
 
 def load_sources(transfer_from: Sequence[Any], space: SearchSpace,
                  objectives: Sequence[Objective],
-                 recorded: Sequence[Mapping[str, Any]] | None = None) -> list[SourceStudy]:
+                 recorded: Sequence[Mapping[str, Any]] | None = None,
+                 transfer_map: Mapping[str, str] | None = None) -> list[SourceStudy]:
     """Open and map each source; with ``recorded`` (study.json's list), check them.
 
     Args:
@@ -250,10 +338,13 @@ def load_sources(transfer_from: Sequence[Any], space: SearchSpace,
         space, objectives: The new study's.
         recorded: What a study recorded when it was created: each source must
             still hold those records (same first ``n_records``, same hash).
+        transfer_map: Parameters mapped by their share of the range
+            (:func:`check_map`; the module's rules).
 
     Raises:
         TransferSourceError: a source is gone, changed, or cannot be matched.
     """
+    rel = check_map(space, transfer_map)
     out: list[SourceStudy] = []
     for i, src in enumerate(transfer_from):
         study, label, path = _open(src)
@@ -271,7 +362,7 @@ def load_sources(transfer_from: Sequence[Any], space: SearchSpace,
                     "or start a new study")
             records = records[:n]
         mapped, dropped, rules, shared = map_into(space, objectives, study.space,
-                                                  study.objectives, records, label)
+                                                  study.objectives, records, label, rel)
         out.append(SourceStudy(label, path, sid, len(records), records_hash(records), shared,
                                mapped, dropped, rules))
     return out

@@ -170,6 +170,63 @@ def test_reopen_reproduces_proposals_and_missing_source_is_an_error(tmp_path: Pa
         Study(sp, OBJS, meter="estimate", transfer_from=[tmp_path / "nowhere"])
 
 
+def test_transfer_map_relative_moves_a_power_limit_to_the_same_share_of_the_range(
+        tmp_path: Path) -> None:
+    """A40 power limits (100-300 W) onto a V100 (100-250 W): by share of the range, the
+    nearest allowed value, ties to the lower; recorded, reused on reopen, and checked."""
+    from ecopt.transfer import map_relative
+
+    a40 = SearchSpace({"x": Float(0, 1), "w": Int(100, 300, step=25)})
+    s = Study(a40, OBJS, storage=tmp_path / "src", meter="estimate", seed=1, sampler="sobol")
+    for w in range(100, 301, 25):  # every power limit once
+        t = s.ask(params={"x": (w - 100) / 200, "w": w})
+        s.tell(t, {"a": 1 + (t.params["x"] - 0.3) ** 2 + w / 300,
+                   "b": 1 + (t.params["x"] - 0.7) ** 2 + 300 / w})
+    s.close()
+    v100 = SearchSpace({"x": Float(0, 1), "w": Int(100, 250, step=25)})
+    # 300 * share: 0, 18.75, 37.5 (tie: 125), 56.25, 75, 93.75, 112.5 (tie: 200), ...
+    want = {100: 100, 125: 125, 150: 125, 175: 150, 200: 175, 225: 200, 250: 200, 275: 225,
+            300: 250}
+    st = Study(v100, OBJS, storage=tmp_path / "dst", meter="estimate", seed=0,
+               transfer_from=[tmp_path / "src"], transfer_map={"w": "relative"})
+    src = st.transfer_sources[0]
+    assert [r.params["w"] for r in src.records] == [want[w] for w in range(100, 301, 25)]
+    assert src.rules["w"] == "relative: same share of the range" and src.dropped == 0
+    spec = json.loads((tmp_path / "dst" / "study.json").read_text())
+    assert spec["transfer_map"] == {"w": "relative"}
+    _run(st, 2)
+    st.close()
+    # by value (the default): clipped into 100-250
+    plain = Study(v100, OBJS, meter="estimate", transfer_from=[tmp_path / "src"])
+    assert [r.params["w"] for r in plain.transfer_sources[0].records][-3:] == [250, 250, 250]
+    # reopened without transfer_map: the recorded map; another map: an error
+    again = Study(v100, OBJS, storage=tmp_path / "dst", meter="estimate", seed=0)
+    assert [r.params["w"] for r in again.transfer_sources[0].records] == \
+        [r.params["w"] for r in src.records]
+    again.close()
+    with pytest.raises(TransferSourceError, match="created with transfer_map"):
+        Study(v100, OBJS, storage=tmp_path / "dst", meter="estimate", seed=0,
+              transfer_map={"w": "value"})
+    # bad maps name the rule and the value
+    for bad, msg in (({"z": "relative"}, "not a parameter"),
+                     ({"w": "share"}, "must be one of"),
+                     ("w", "must map parameter names")):
+        with pytest.raises(ValueError, match=msg):
+            Study(v100, OBJS, meter="estimate", transfer_from=[tmp_path / "src"],
+                  transfer_map=bad)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="needs a numeric parameter"):
+        Study(SearchSpace({"x": Float(0, 1), "w": Categorical(["lo", "hi"])}), OBJS,
+              meter="estimate", transfer_map={"w": "relative"})
+    with pytest.raises(ValueError, match="needs transfer sources"):
+        Study(v100, OBJS, meter="estimate", transfer_map={"w": "relative"})
+    # log scale and numeric choices: the share is taken where the parameter lives
+    assert map_relative(10.0, Float(1, 100, log=True), Float(10, 1000, log=True)) == \
+        pytest.approx(100.0)
+    assert map_relative(8, Categorical([8, 16, 32]), Categorical([16, 64, 128, 256])) == 16
+    assert map_relative(32, Categorical([8, 16, 32]), Categorical([16, 64, 128, 256])) == 256
+    assert map_relative(7, Categorical([7]), Int(0, 20, step=2)) == 10  # one value: middle
+
+
 def test_unrelated_source_is_down_weighted(tmp_path: Path) -> None:
     rng = np.random.default_rng(3)
     table: dict[float, tuple[float, float]] = {}
