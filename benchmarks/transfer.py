@@ -56,7 +56,7 @@ SOURCE_TRIALS = 20
 ARMS = ("cold", "transfer", "by-hand", "unrelated")
 #: Every arm this script knows (``mtgp``: the MultiTaskGP alternative, :mod:`benchmarks._mtgp`).
 ALL_ARMS = (*ARMS, "mtgp", "mtgp-raw", "mtgp-unrelated", "transfer-relative",
-            "by-hand-relative")
+            "by-hand-relative", "unrelated-relative")
 DIRECTIONS = (("v100", "a40"), ("a40", "v100"))
 OBJS = [ecopt.Objective("energy_j", "min"), ecopt.Objective("time_s", "min")]
 
@@ -224,6 +224,9 @@ def run_seed(workload: tuple[str, str], seed: int, budget: int, root: Path,
                                                        transfer_map=RELATIVE),
                 "by-hand-relative": lambda: run_study(traces[dst_gpu], seed, budget,
                                                       enqueue=_front_params(rel)),
+                "unrelated-relative": lambda: run_study(traces[dst_gpu], seed, budget,
+                                                        transfer_from=[junk],
+                                                        transfer_map=RELATIVE),
                 "by-hand": lambda: run_study(traces[dst_gpu], seed, budget,
                                              enqueue=_front_params(src)),
                 "unrelated": lambda: run_study(traces[dst_gpu], seed, budget,
@@ -486,7 +489,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "(mtgp-raw: on the values, not their logs; mtgp-unrelated: from the "
                     "unrelated arm's shuffled source); transfer-relative: transfer_map="
                     "{'power_limit': 'relative'}; by-hand-relative: the source's front with "
-                    "its power limits moved the same way")
+                    "its power limits moved the same way; unrelated-relative: the shuffled "
+                    "source with that map)")
     ap.add_argument("--zeus-dir", default=str(TRACE_DIR))
     ap.add_argument("--record", default=None, help="docs/results/transfer/<date> to write")
     ap.add_argument("--runs-json", default=None, help="also write every run here")
