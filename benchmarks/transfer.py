@@ -450,7 +450,9 @@ def versus(runs: Sequence[dict[str, Any]], other: Sequence[dict[str, Any]]
            ) -> list[list[Any]]:
     """Each arm but cold of ``runs`` against the same arm of ``other`` (another record's
     runs), and, within ``runs``, each other arm against ``transfer``, ``mtgp-raw``
-    against ``mtgp`` and ``mtgp-unrelated`` against ``unrelated`` (:func:`paired`)."""
+    against ``mtgp``, ``mtgp-unrelated`` against ``unrelated``, ``by-hand-relative`` and
+    ``mtgp`` against ``transfer-relative``, and each ``-relative`` arm against the same
+    arm by value (:func:`paired`)."""
     arms = [a for a in ALL_ARMS if a != "cold" and any(r["arm"] == a for r in runs)]
     of = lambda rs, a: [r for r in rs if r["arm"] == a]  # noqa: E731
     out = []
@@ -459,7 +461,9 @@ def versus(runs: Sequence[dict[str, Any]], other: Sequence[dict[str, Any]]
             f = paired(of(runs, a), of(other, a))
             out.append([a, f"{a} (other record)", f["runs"], f["less"], f["more"], f["p_less"]])
     pairs = [(a, "transfer") for a in arms if a != "transfer"] + [
-        ("mtgp-raw", "mtgp"), ("mtgp-unrelated", "unrelated")]
+        ("mtgp-raw", "mtgp"), ("mtgp-unrelated", "unrelated"),
+        ("by-hand-relative", "transfer-relative"), ("mtgp", "transfer-relative"),
+        ("by-hand-relative", "by-hand"), ("unrelated-relative", "unrelated")]
     for a, b in pairs:
         if of(runs, a) and of(runs, b):
             f = paired(of(runs, a), of(runs, b))

@@ -143,6 +143,12 @@ def test_paired_counts_and_wilcoxon_against_another_arm_and_record():
     un = [run("unrelated", s, 100.0) for s in range(8)]
     mun = [run("mtgp-unrelated", s, 150.0) for s in range(8)]
     assert versus(un + mun, [])[-1][:5] == ["mtgp-unrelated", "unrelated", 8, 0, 8]
+    rel = [run("transfer-relative", s, 40.0) for s in range(8)]
+    unrel = [run("unrelated-relative", s, 100.0 if s else 120.0) for s in range(8)]
+    rows = {(r[0], r[1]): r[3:5] for r in versus(base + better + rel + un + unrel, [])}
+    assert rows[("transfer-relative", "transfer")] == [8, 0]
+    assert rows[("mtgp", "transfer-relative")] == [0, 8]
+    assert rows[("unrelated-relative", "unrelated")] == [0, 1]
 
 
 def test_the_cheapest_way_to_the_target_takes_the_front_by_hypervolume_per_joule():
