@@ -267,9 +267,12 @@ def _greedy_to_target(E: np.ndarray, ref: np.ndarray, max_hv: float) -> tuple[in
 
 def fronts(workload: tuple[str, str], cold: Sequence[dict[str, Any]] = ()) -> list[list[Any]]:
     """What a source can point at, per direction: the source GPU's true Pareto set
-    evaluated on the target GPU (the hypervolume share it reaches, on the expected values),
+    evaluated on the target GPU (the hypervolume share it reaches, on the expected values;
+    by value and with power limits mapped by share of the range),
     and the cheapest way to 95% on the target (greedy, :func:`_greedy_to_target`); with
     ``cold`` runs (another record's), cold's median energy to 95% over that."""
+    from ecopt.transfer import map_relative
+
     d, n = workload
     traces = {g: ZeusTrace.load(TRACE_DIR, d, n, gpu=g) for g in ("v100", "a40")}
     out = []
@@ -278,14 +281,23 @@ def fronts(workload: tuple[str, str], cold: Sequence[dict[str, Any]] = ()) -> li
         ref, mx = T.ref_point(), T.max_hv()
         Et = T.expected()
         src_front = S.configs[pareto.non_dominated(S.expected(), ["min", "min"])]
-        pts = []
-        for _, row in src_front.iterrows():
-            try:
-                pts.append(T.true_values({k: row[k] for k in S.dims}) / ref)
-            except (ValueError, KeyError):
-                continue  # not a configuration of the target's trace
-        share = (pareto.hypervolume(np.array(pts), [1.0, 1.0], ["min", "min"]) / mx
-                 if pts else 0.0)
+        shares, n_in = [], 0
+        for relative in (False, True):
+            pts = []
+            for _, row in src_front.iterrows():
+                p = {k: row[k] for k in S.dims}
+                if relative:
+                    p["power_limit"] = map_relative(p["power_limit"], S.space()["power_limit"],
+                                                    T.space()["power_limit"])
+                try:
+                    pts.append(T.true_values(p) / ref)
+                except (ValueError, KeyError):
+                    continue  # not a configuration of the target's trace
+            if not relative:
+                n_in = len(pts)
+            shares.append(pareto.hypervolume(np.array(pts), [1.0, 1.0], ["min", "min"]) / mx
+                          if pts else 0.0)
+        share, share_rel = shares
         k, joules = _greedy_to_target(Et, ref, mx)
         direction = f"{src_gpu}->{dst_gpu}"
         c = [r["energy_to_95_j"] for r in cold
@@ -293,14 +305,16 @@ def fronts(workload: tuple[str, str], cold: Sequence[dict[str, Any]] = ()) -> li
         med = float(np.median(c)) if c else None
         out.append([d, direction, len(Et),
                     int(pareto.non_dominated(Et, ["min", "min"]).sum()), len(src_front),
-                    len(pts), round(float(share), 4), k, joules, med,
+                    n_in, round(float(share), 4), round(float(share_rel), 4), k, joules, med,
                     None if med is None else med / joules])
     return out
 
 
 FRONT_COLUMNS = ["workload", "direction", "target configurations", "target Pareto set",
                  "source Pareto set", "of it in the target's space",
-                 "its share of the target's hypervolume", "fewest configurations to 95%",
+                 "its share of the target's hypervolume",
+                 "its share, power limits mapped by share of the range (transfer_map)",
+                 "fewest configurations to 95%",
                  "their energy (J, expected)", "cold: median energy to 95% (J, --versus record)",
                  "cold over the fewest"]
 
