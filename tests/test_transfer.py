@@ -408,6 +408,9 @@ def test_multitask_model_learns_the_new_task_from_a_related_source() -> None:
     Ys = neg_log(-energy(Xs).reshape(-1, 1), [True])
     Yt = neg_log(-3.0 * energy(Xt).reshape(-1, 1), [True])
     T = torch.tensor
+    # the task covariance starts from random values: a fixed seed, as each proposal has
+    # (at the floor tau is 0.76-0.84 over seeds 0-9, at 0.18.1 0.98-0.99)
+    torch.manual_seed(0)
     mt = fit_multitask(T(Xt), T(Yt), [(T(Xs), T(Ys))], ["e"], 1)
     alone = fit_multitask(T(Xt), T(Yt), [], ["e"], 1)
     assert type(mt.models[0]).__name__ == "MultiTaskGP"
