@@ -192,6 +192,12 @@ def map_relative(value: Any, src_param: Parameter, param: Parameter) -> Any:
     return min(allowed, key=lambda v: (abs(float(v) - want), float(v)))
 
 
+def _finite_number(value: Any) -> bool:
+    """Whether ``value`` is a finite int or float (not a bool)."""
+    return not isinstance(value, bool) and isinstance(value, (int, float)) \
+        and math.isfinite(value)
+
+
 def _map_value(name: str, param: Parameter, value: Any) -> tuple[Any, bool]:
     """``(value in the new space, clipped?)``; ``(None, False)`` when it has no image."""
     if isinstance(param, Fixed):
@@ -201,7 +207,7 @@ def _map_value(name: str, param: Parameter, value: Any) -> tuple[Any, bool]:
             return param.validate(value, name), False
         except (ValueError, TypeError):
             return None, False
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if not _finite_number(value):
         return None, False
     assert isinstance(param, (Float, Int))
     low, high = float(param.low), float(param.high)
@@ -240,8 +246,11 @@ def map_into(space: SearchSpace, objectives: Sequence[Objective], src_space: Sea
             f"{sorted(src_dirs)}, this study {[o.name for o in objectives]}); objectives "
             "match by name")
     rules: dict[str, str] = {}
+    # parameters mapped by share: asked for, and numeric on both sides
+    relative = {n for n, rule in (transfer_map or {}).items() if rule == "relative"}
     for name, param in space.items():
         if name not in src_space:
+            relative.discard(name)
             rules[name] = f"new only: source trials at {_fill(param)!r}"
             continue
         a, b = _kind(src_space[name]), _kind(param)
@@ -250,8 +259,10 @@ def map_into(space: SearchSpace, objectives: Sequence[Objective], src_space: Sea
                 f"transfer source {label}: parameter {name!r} is {a} there and {b} here; "
                 "it cannot be matched (rename one, or leave the source out)")
         rules[name] = "matched"
-        if (transfer_map or {}).get(name) == "relative" and "fixed" not in (a, b):
+        if name in relative and "fixed" not in (a, b):
             rules[name] = "relative: same share of the range"
+        else:
+            relative.discard(name)
     for name in src_space:
         if name not in space:
             rules[name] = "source only: marginalised"
@@ -266,13 +277,11 @@ def map_into(space: SearchSpace, objectives: Sequence[Objective], src_space: Sea
             if name not in r.params:
                 params[name] = _fill(param)
                 continue
-            if rules.get(name, "").startswith("relative"):
-                raw = r.params[name]
-                if isinstance(raw, bool) or not isinstance(raw, (int, float)) \
-                        or not math.isfinite(raw):
+            if name in relative:
+                if not _finite_number(r.params[name]):
                     ok = False
                     break
-                params[name] = map_relative(raw, src_space[name], param)
+                params[name] = map_relative(r.params[name], src_space[name], param)
                 continue
             v, clipped = _map_value(name, param, r.params[name])
             if v is None:
