@@ -261,6 +261,10 @@ class Study:
                 raise ValueError(f"transfer_map={dict(transfer_map or {})!r} needs transfer "
                                  "sources (transfer_from=...)")
             return
+        use = getattr(self.sampler, "use_transfer", None)
+        if use is None:  # before anything is recorded: a study that fails to open keeps none
+            raise ValueError(f"transfer_from needs a model-based sampler with transfer "
+                             f"(qlognehvi, qnehvi), got sampler={self.sampler.name!r}")  # type: ignore[union-attr]
         if recorded is not None:
             given = list(transfer_from or [])
             if given and len(given) != len(recorded):
@@ -285,15 +289,13 @@ class Study:
                     "Start a new study directory for the transfer")
             self.transfer_sources = load_sources(list(transfer_from or []), self.space,
                                                  self.objectives, transfer_map=mapping)
+            use(self.transfer_sources, self.space)  # recorded only once the sampler took them
             self.spec["transfer"] = [s.describe() for s in self.transfer_sources]
             if mapping:
                 self.spec["transfer_map"] = mapping
             if self._storage is not None:
                 self._storage.write_spec(self.spec)
-        use = getattr(self.sampler, "use_transfer", None)
-        if use is None:
-            raise ValueError(f"transfer_from needs a model-based sampler with transfer "
-                             f"(qlognehvi, qnehvi), got sampler={self.sampler.name!r}")  # type: ignore[union-attr]
+            return
         use(self.transfer_sources, self.space)
 
     def _prepare_meter(self) -> None:

@@ -18,12 +18,13 @@ Matching rules (a source is mapped into the new study's space):
   middle of its range (a categorical's first choice, a fixed value as it is).
 - ``transfer_map`` (``Study(..., transfer_map={"power_limit": "relative"})``)
   maps a numeric parameter by its share of the range instead of by value: a
-  source value at a share ``u`` of the source's range (its position in the unit
-  interval the parameter encodes to, log-aware; for numeric choices, between the
-  smallest and largest) goes to the same share of the new range, the nearest
-  allowed value (ties to the lower). For settings whose meaning is relative to
-  the machine, such as a GPU power limit (the A40 runs to 300 W, the V100 to
-  250 W). A source whose range is a single value maps to the middle.
+  source value at a share ``u`` of the source's range (its position between the
+  lowest and highest allowed values: a stepped integer's last step, the smallest
+  and largest numeric choice; on a log scale where the parameter has one) goes to
+  the same share of the new range, the nearest allowed value (ties to the lower,
+  computed exactly). For settings whose meaning is relative to the machine, such
+  as a GPU power limit (the A40 runs to 300 W, the V100 to 250 W). A source whose
+  range is a single value (a ``Fixed`` value or one choice) maps to the middle.
 - Objectives match by name and direction. A source lacking one of the new
   objectives informs the others (its trials enter the model of the objectives it
   has, and its trust is judged on them). A source sharing no objective, an
@@ -39,6 +40,7 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -160,36 +162,71 @@ def check_map(space: SearchSpace, transfer_map: Mapping[str, str] | None) -> dic
     return out
 
 
-def _share(param: Parameter, value: Any) -> float | None:
-    """Where ``value`` lies in ``param``'s range, in [0, 1] (``None``: a range of one value)."""
-    if isinstance(param, Categorical):
-        vals = [float(c) for c in param.choices]
-        lo, hi = min(vals), max(vals)
-        return None if hi == lo else min(1.0, max(0.0, (float(value) - lo) / (hi - lo)))
-    if isinstance(param, (Float, Int)):
-        return min(1.0, max(0.0, param.encode(float(value))))
+def _numeric_range(param: Parameter) -> tuple[Any, Any, bool] | None:
+    """``(lowest, highest allowed value, log scale?)`` of a numeric parameter (``None``:
+    not numeric). A stepped ``Int``'s highest is its last step, not a ``high`` between
+    steps, so a range means the same whether it is declared stepped or as choices."""
+    if isinstance(param, Float):
+        return param.low, param.high, param.log
+    if isinstance(param, Int):
+        return param.low, param.low + (param.high - param.low) // param.step * param.step, \
+            param.log
+    if isinstance(param, Categorical) and _kind(param) == "numeric":
+        return min(param.choices), max(param.choices), False
+    if isinstance(param, Fixed) and _finite_number(param.value):
+        return param.value, param.value, False
     return None
 
 
-def map_relative(value: Any, src_param: Parameter, param: Parameter) -> Any:
-    """``value`` of ``src_param`` moved to the same share of ``param``'s range: the
-    nearest allowed value of ``param`` (ties to the lower); the middle of ``param``'s
-    range when ``src_param`` has a single value. Both must be numeric."""
-    u = _share(src_param, value)
-    u = 0.5 if u is None else u
-    if isinstance(param, Float):
-        return param.decode(u)
-    if isinstance(param, Categorical):
-        vals = sorted(param.choices, key=float)
-        lo, hi = float(vals[0]), float(vals[-1])
-        allowed: Sequence[Any] = vals
-        want = lo + u * (hi - lo)
-    elif isinstance(param, Int) and not param.log:
-        allowed = param.values
-        want = param.low + u * (param.high - param.low)
+def _share(param: Parameter, value: Any) -> Fraction | float | None:
+    """Where ``value`` lies in ``param``'s range, in [0, 1]: exact (a ``Fraction``) on a
+    linear scale, so that a tie stays a tie; ``None`` for a range of one value."""
+    rng = _numeric_range(param)
+    if rng is None or rng[1] == rng[0]:
+        return None
+    lo, hi, log = rng
+    if log:
+        u: Fraction | float = (math.log(value) - math.log(lo)) / (math.log(hi) - math.log(lo))
     else:
-        return param.decode(u)
-    return min(allowed, key=lambda v: (abs(float(v) - want), float(v)))
+        u = (Fraction(value) - Fraction(lo)) / (Fraction(hi) - Fraction(lo))
+    return min(1, max(0, u))
+
+
+def map_relative(value: Any, src_param: Parameter, param: Parameter) -> Any:
+    """``value`` of ``src_param`` moved to the same share of ``param``'s range (on a log
+    scale where the parameter has one): the nearest allowed value of ``param``, ties to
+    the lower; the middle of ``param``'s range when ``src_param`` has a single value
+    (a one-value ``Fixed`` or choice list).
+
+    Raises:
+        ValueError: ``value`` is not a finite number, or a parameter is not numeric.
+    """
+    if not _finite_number(value):
+        raise ValueError(f"map_relative needs a finite number, got value={value!r}")
+    for which, p in (("src_param", src_param), ("param", param)):
+        if _numeric_range(p) is None:
+            raise ValueError(f"map_relative needs numeric parameters (a range to take a share "
+                             f"of); {which} is {p!r}")
+    if (src_param.log if isinstance(src_param, (Float, Int)) else False) and value <= 0:
+        raise ValueError(f"map_relative: a log-scaled parameter's value must be > 0, "
+                         f"got value={value!r}")
+    u = _share(src_param, value)
+    u = Fraction(1, 2) if u is None else u
+    lo, hi, log = _numeric_range(param)  # type: ignore[misc]
+    if isinstance(param, Float) or (isinstance(param, Int) and log):
+        return param.decode(float(u))  # Int on a log scale: the nearer integer in log space
+    want = Fraction(lo) + Fraction(u) * (Fraction(hi) - Fraction(lo))
+    if isinstance(param, Int):
+        k = math.floor((want - param.low) / param.step)
+        last = (hi - param.low) // param.step
+        allowed: Sequence[Any] = [param.low + j * param.step
+                                  for j in sorted({min(last, max(0, k)),
+                                                   min(last, max(0, k + 1))})]
+    elif isinstance(param, Fixed):
+        return param.value
+    else:
+        allowed = param.choices  # type: ignore[attr-defined]
+    return min(allowed, key=lambda v: (abs(Fraction(v) - want), Fraction(v)))
 
 
 def _finite_number(value: Any) -> bool:
@@ -259,8 +296,10 @@ def map_into(space: SearchSpace, objectives: Sequence[Objective], src_space: Sea
                 f"transfer source {label}: parameter {name!r} is {a} there and {b} here; "
                 "it cannot be matched (rename one, or leave the source out)")
         rules[name] = "matched"
-        if name in relative and "fixed" not in (a, b):
-            rules[name] = "relative: same share of the range"
+        if name in relative and b == "numeric" and _numeric_range(src_space[name]) is not None:
+            one = _share(src_space[name], _numeric_range(src_space[name])[0]) is None  # type: ignore[index]
+            rules[name] = "relative: the source had one value; the middle of the range" if one \
+                else "relative: same share of the range"
         else:
             relative.discard(name)
     for name in src_space:

@@ -227,6 +227,62 @@ def test_transfer_map_relative_moves_a_power_limit_to_the_same_share_of_the_rang
     assert map_relative(7, Categorical([7]), Int(0, 20, step=2)) == 10  # one value: middle
 
 
+def test_map_relative_ties_steps_single_values_and_bad_values(tmp_path: Path) -> None:
+    """Exact ties go to the lower value; a stepped integer's range ends at its last step;
+    a huge integer range maps at once; a Fixed source maps to the middle as a one-value
+    choice list does; values that are not finite numbers are a ValueError naming them."""
+    from ecopt.space import Fixed
+    from ecopt.transfer import map_relative
+
+    # 9/14 of 21 is 13.5 and 11/18 of 90 is 55: exact ties, where floats land just above
+    assert map_relative(9, Int(0, 14), Int(0, 21)) == 13
+    assert map_relative(11, Int(0, 18), Categorical(list(range(0, 91, 10)))) == 50
+    ties = [(v, a, b) for a in range(2, 30) for b in range(2, 30) for v in range(a + 1)
+            if (2 * v * b) % a == 0 and (2 * v * b // a) % 2 == 1]  # v * b / a ends in .5
+    assert ties and all(map_relative(v, Int(0, a), Int(0, b)) == (v * b - a // 2) // a
+                        for v, a, b in ties if a % 2 == 0)
+    # a stepped Int whose high is between steps: the same as listing its values
+    assert map_relative(240, Int(100, 250, step=20), Int(100, 300, step=20)) == \
+        map_relative(240, Categorical(list(range(100, 241, 20))), Int(100, 300, step=20)) == 300
+    # computed, not searched for among 2**40 values
+    assert map_relative(0.5, Float(0, 1), Int(0, 2 ** 40)) == 2 ** 39
+    assert map_relative(300, Fixed(300), Int(100, 250, step=25)) == 175
+    for bad in (float("nan"), float("inf"), True, "300"):
+        with pytest.raises(ValueError, match="finite number, got value="):
+            map_relative(bad, Float(100, 300), Int(100, 250))
+    with pytest.raises(ValueError, match="numeric parameters"):
+        map_relative(1, Float(0, 1), Categorical(["a", "b"]))
+    # in a study: a source that held the power limit Fixed maps to the middle, labelled
+    sp = SearchSpace({"x": Float(0, 1), "w": Fixed(300)})
+    s = Study(sp, OBJS, storage=tmp_path / "fixed", meter="estimate", seed=1, sampler="sobol")
+    _run(s, 3)
+    s.close()
+    v100 = SearchSpace({"x": Float(0, 1), "w": Int(100, 250, step=25)})
+    st = Study(v100, OBJS, meter="estimate", transfer_from=[tmp_path / "fixed"],
+               transfer_map={"w": "relative"})
+    src = st.transfer_sources[0]
+    assert [r.params["w"] for r in src.records] == [175, 175, 175]
+    assert src.rules["w"].startswith("relative: the source had one value")
+
+
+def test_a_study_that_fails_to_open_records_no_transfer(tmp_path: Path) -> None:
+    """A sampler that cannot use sources is refused before study.json records them: the
+    directory then opens as a plain study, or with another map."""
+    src = _source(tmp_path / "src")
+    sp = SearchSpace({"x": Float(0, 1), "y": Float(0, 1)})
+    with pytest.raises(ValueError, match="model-based sampler"):
+        Study(sp, OBJS, storage=tmp_path / "d", meter="estimate", sampler="random",
+              transfer_from=[src], transfer_map={"y": "relative"})
+    spec = json.loads((tmp_path / "d" / "study.json").read_text())
+    assert "transfer" not in spec and "transfer_map" not in spec
+    plain = Study(sp, OBJS, storage=tmp_path / "d", meter="estimate")
+    assert plain.transfer_sources == []
+    plain.close()
+    st = Study(sp, OBJS, storage=tmp_path / "d", meter="estimate", transfer_from=[src])
+    assert len(st.transfer_sources) == 1
+    st.close()
+
+
 def test_unrelated_source_is_down_weighted(tmp_path: Path) -> None:
     rng = np.random.default_rng(3)
     table: dict[float, tuple[float, float]] = {}
