@@ -390,7 +390,8 @@ def load_sources(transfer_from: Sequence[Any], space: SearchSpace,
             (:func:`check_map`; the module's rules).
 
     Raises:
-        TransferSourceError: a source is gone, changed, or cannot be matched.
+        TransferSourceError: a source is gone, changed, or cannot be matched; when a
+            study is created, also a source given twice or one with no trial that maps.
     """
     rel = check_map(space, transfer_map)
     out: list[SourceStudy] = []
@@ -411,6 +412,20 @@ def load_sources(transfer_from: Sequence[Any], space: SearchSpace,
             records = records[:n]
         mapped, dropped, rules, shared = map_into(space, objectives, study.space,
                                                   study.objectives, records, label, rel)
+        if recorded is None:
+            twice = [s.label for s in out if (s.path and path and Path(s.path).resolve()
+                                              == Path(path).resolve())
+                     or (s.study_id == sid and s.hash == records_hash(records))]
+            if twice:
+                raise TransferSourceError(
+                    f"transfer source {label} is given twice (as {twice[0]}); each source "
+                    "would be a task of the model twice over. Give it once")
+            if not mapped:
+                raise TransferSourceError(
+                    f"transfer source {label} has no complete trial that maps into this "
+                    f"study ({len(records)} record(s), {dropped} complete one(s) dropped by "
+                    "the matching rules); it would inform nothing. Leave it out, or run "
+                    "it first")
         out.append(SourceStudy(label, path, sid, len(records), records_hash(records), shared,
                                mapped, dropped, rules))
     return out

@@ -345,6 +345,76 @@ def test_a_source_that_cannot_predict_itself_is_never_used(tmp_path: Path) -> No
     assert st2.records[0].proposed_by == "transfer"
 
 
+def test_a_rejected_source_proposes_as_cold_with_economy_and_batches(tmp_path: Path
+                                                                     ) -> None:
+    """With the default proposal_share (economy proposals on these cheap trials) and a
+    batch ask that crosses the initial design, a study whose only source failed its
+    self-check proposes what a cold study proposes, proposal for proposal."""
+    good = _source(tmp_path / "good", n=16)
+    rows = [json.loads(x) for x in (good / "trials.jsonl").read_text().splitlines() if x]
+    rng = np.random.default_rng(0)
+    done = [i for i, r in enumerate(rows) if r.get("state") == "complete"]
+    for key in ("a", "b"):
+        vals = [rows[i]["values"][key] for i in done]
+        for i, j in zip(done, rng.permutation(len(vals))):
+            rows[i]["values"][key] = vals[j]
+    junk = tmp_path / "junk"
+    junk.mkdir()
+    (junk / "study.json").write_text((good / "study.json").read_text())
+    (junk / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    sp = SearchSpace({"x": Float(0, 1), "y": Float(0, 1)})
+
+    def run(**kw) -> list:
+        st = Study(sp, OBJS, meter="estimate", seed=4, **kw,
+                   sampler=ecopt.samplers.QLogNEHVISampler(num_restarts=2, raw_samples=32))
+        _run(st, 3, lambda p: _f(p, 3.0, 2.0))
+        batch = st.ask(4)  # crosses n_init = 5
+        for t in batch:
+            st.tell(t, _f(t.params, 3.0, 2.0))
+        _run(st, 2, lambda p: _f(p, 3.0, 2.0))
+        return st.records
+
+    cold, shuffled = run(), run(transfer_from=[junk])
+    assert [r.proposed_by for r in cold] == [r.proposed_by for r in shuffled]
+    assert [r.params for r in cold] == [r.params for r in shuffled]
+    assert [r.proposed_by for r in cold[3:7]] == ["sobol", "sobol", "qlognehvi", "qlognehvi"]
+    assert all("economy" in r.proposal for r in shuffled if r.proposed_by == "qlognehvi")
+    assert shuffled[-1].proposal["transfer"]["sources"][0]["self_trust"] < 0.3
+
+
+def test_a_source_point_is_proposed_once_after_the_round_trip(tmp_path: Path) -> None:
+    """x = 1.1 in Float(0.2, 2.0) comes back from encode/decode one ulp off; the design
+    still runs it once and goes on to the source's other Pareto points."""
+    sp = SearchSpace({"x": Float(0.2, 2.0)})
+    s = Study(sp, OBJS, storage=tmp_path / "src", meter="estimate", seed=1, sampler="sobol")
+    one = lambda p: {"a": (p["x"] - 0.6) ** 2, "b": (p["x"] - 1.6) ** 2}  # noqa: E731
+    t = s.ask(params={"x": 1.1})
+    s.tell(t, one(t.params))
+    _run(s, 3, one)
+    s.close()
+    front = {round(r.params["x"], 9) for r in ecopt.load_study(tmp_path / "src").best_trials()}
+    st = Study(sp, OBJS, meter="estimate", seed=0, transfer_from=[tmp_path / "src"])
+    _run(st, len(front), one)
+    assert [r.proposed_by for r in st.records] == ["transfer"] * len(front)
+    assert {round(r.params["x"], 9) for r in st.records} == front
+
+
+def test_constrained_transfer_keeps_the_source_in_the_model(tmp_path: Path) -> None:
+    """An outcome constraint is modelled beside the multi-task objectives: a source that
+    predicts itself well is a task of the model of a constrained study too."""
+    good = _source(tmp_path / "good", n=16)
+    sp = SearchSpace({"x": Float(0, 1), "y": Float(0, 1)})
+    st = Study(sp, OBJS, constraints=[ecopt.Constraint("lat", "<=", 80)], meter="estimate",
+               seed=0, transfer_from=[good],
+               sampler=ecopt.samplers.QLogNEHVISampler(num_restarts=2, raw_samples=32,
+                                                       proposal_share=None))
+    _run(st, 8, lambda p: {**_f(p, 3.0, 2.0), "lat": 100 * p["x"]})
+    model = [r for r in st.records if r.proposed_by == "qlognehvi"]
+    assert model and all(r.proposal["gp_state"]["kind"] == "multitask" for r in model)
+    assert model[-1].proposal["transfer"]["pooled"] == [st.transfer_sources[0].label]
+    assert "fallback" not in model[-1].proposal
+
+
 def test_a_source_of_a_few_trials_is_not_self_checked(tmp_path: Path) -> None:
     """Below SELF_CHECK_MIN trials a leave-one-out ranking says too little: the source is
     used until the new study's own trials judge it (trust None, no self_trust)."""
@@ -369,6 +439,21 @@ def test_transfer_needs_a_model_sampler_and_new_directory(tmp_path: Path) -> Non
     plain.close()
     with pytest.raises(TransferSourceError, match="without transfer sources"):
         Study(sp, OBJS, storage=tmp_path / "p", meter="estimate", transfer_from=[src])
+
+
+def test_a_source_given_twice_or_mapping_no_trial_is_an_error(tmp_path: Path) -> None:
+    src = _source(tmp_path / "src")
+    sp = SearchSpace({"x": Float(0, 1), "y": Float(0, 1)})
+    with pytest.raises(TransferSourceError, match="given twice"):
+        Study(sp, OBJS, meter="estimate", transfer_from=[src, tmp_path / "." / "src"])
+    empty = Study(sp, OBJS, storage=tmp_path / "empty", meter="estimate", sampler="sobol")
+    t = empty.ask()
+    empty.tell(t, state="failed")
+    empty.close()
+    with pytest.raises(TransferSourceError, match="no complete trial that maps"):
+        Study(sp, OBJS, storage=tmp_path / "new", meter="estimate",
+              transfer_from=[tmp_path / "empty"])
+    assert "transfer" not in json.loads((tmp_path / "new" / "study.json").read_text())
 
 
 def test_pool_threshold_is_kendalls_five_percent_level() -> None:

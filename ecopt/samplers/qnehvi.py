@@ -461,19 +461,28 @@ class QLogNEHVISampler(Sampler):
 
     def propose(self, space: SearchSpace, records: Sequence[TrialRecord],
                 pending: Sequence[Params], n: int) -> list[Proposal]:
-        started = len(records) + len(pending)
-        n_init, rule = self.initial_design_size(space.dim)
+        n_init, _ = self.initial_design_size(space.dim)
         complete = [r for r in records if r.state is TrialState.COMPLETE]
         if space.dim == 0:
             return [Proposal(space.decode([]), "fixed", {}) for _ in range(n)]
         if self.transfer is not None:
             return self._propose_transfer(space, records, complete, pending, n, n_init)
+        return self._propose_cold(space, records, complete, pending, n)
+
+    def _propose_cold(self, space: SearchSpace, records: Sequence[TrialRecord],
+                      complete: Sequence[TrialRecord], pending: Sequence[Params], n: int
+                      ) -> list[Proposal]:
+        """What a study without transfer sources proposes: the initial design, then the model
+        (economy proposals by ``proposal_share``), Sobol points where the model cannot."""
+        started = len(records) + len(pending)
+        n_init, rule = self.initial_design_size(space.dim)
         if started < n_init:
             k = min(n, n_init - started)
             out = self._sobol(space, started, k, f"initial design ({rule})",
                               self._avoid(space, records, pending))
             if k < n:
-                out += self.propose(space, records, [*pending, *[p.params for p in out]], n - k)
+                out += self._propose_cold(space, records, complete,
+                                          [*pending, *[p.params for p in out]], n - k)
             return out
         if len(complete) < 2:
             return self._sobol(space, started, n, "fewer than 2 complete trials to model",
@@ -483,7 +492,7 @@ class QLogNEHVISampler(Sampler):
         except Exception as exc:  # noqa: BLE001 - never kill a study over a model fit
             warnings.warn(f"{self.name} could not propose, not even on BoTorch's own path "
                           f"({_why(exc)}): {n} Sobol point(s) instead", FallbackWarning,
-                          stacklevel=2)
+                          stacklevel=3)
             log.warning("qLogNEHVI proposal failed (%s); using Sobol points instead", _why(exc))
             return self._sobol(space, started, n, f"model fallback: {_why(exc)}",
                                self._avoid(space, records, pending), fallback=_why(exc))
@@ -491,25 +500,31 @@ class QLogNEHVISampler(Sampler):
     def _propose_transfer(self, space: SearchSpace, records: Sequence[TrialRecord],
                           complete: Sequence[TrialRecord], pending: Sequence[Params], n: int,
                           n_init: int) -> list[Proposal]:
-        """Proposals of a study with transfer sources (:mod:`ecopt.samplers._transfer`)."""
+        """Proposals of a study with transfer sources (:mod:`ecopt.samplers._transfer`):
+        the trusted sources' Pareto sets first (the initial design), then the multi-task
+        model while a source is in it; with none in it, what a study without sources
+        proposes (:meth:`_propose_cold`), the sources' notes added."""
         from ecopt.samplers._transfer import TRUST_MIN, public
 
         tm = self.transfer
         started = len(records) + len(pending)
         trust = tm.trust(complete)
         note = {"sources": public(trust)}
-        trusted = [e for e in trust if e["trust"] is None or e["trust"] >= TRUST_MIN]
-        taken = {tuple(space.encode(r.params)) for r in records}
-        taken |= {tuple(space.encode(p)) for p in pending}
+
+        def key(params: Params) -> tuple[float, ...]:
+            # a proposal's params are decode(encode(.)) of what was asked; compare the
+            # same way, so that a source point counts as taken after a round trip
+            return tuple(space.encode(space.decode(space.encode(params))))
+
+        taken = {key(r.params) for r in records} | {key(p) for p in pending}
         out: list[Proposal] = []
         if started < n_init or len(complete) < 2:
             for k, params in tm.design_points(trust):
                 if len(out) == n:
                     break
-                key = tuple(space.encode(params))
-                if key in taken:
+                if key(params) in taken:
                     continue
-                taken.add(key)
+                taken.add(key(params))
                 out.append(Proposal(space.decode(space.encode(params)), "transfer",
                                     {"why": "initial design: a source's Pareto set",
                                      "source": tm.sources[k].label,
@@ -519,11 +534,15 @@ class QLogNEHVISampler(Sampler):
         more = [*pending, *[p.params for p in out]]
         left = n - len(out)
         now = started + len(out)
-        used = tm.in_model(trust) if not self.constraints else []
-        need = 1 if used else 2
-        if (not trusted and now < n_init) or len(complete) < need:
-            why = "initial design (sources not trusted)" if not trusted else \
-                f"fewer than {need} complete trial(s) to model"
+        used = tm.in_model(trust)
+        if not used:
+            rest = self._propose_cold(space, records, complete, more, left)
+            return out + [Proposal(p.params, p.proposed_by, {**p.info, "transfer": note})
+                          for p in rest]
+        trusted = [e for e in trust if e["trust"] is None or e["trust"] >= TRUST_MIN]
+        if not complete or (not trusted and now < n_init):
+            why = "initial design (sources not trusted)" if complete else \
+                "no complete trial to model"
             sob = self._sobol(space, now, left, why, self._avoid(space, records, more))
             return out + [Proposal(p.params, p.proposed_by, {**p.info, "transfer": note})
                           for p in sob]
