@@ -46,8 +46,10 @@ optimization"); the model that uses them is a multi-task GP:
    study's trials another (:mod:`ecopt.samplers._multitask`): the fit learns how
    far the source's trials inform the new study's, and positive minimised values
    (energy, time) are modelled as logs, since across GPUs they change by a
-   factor. A source that is not in the model contributes nothing: with none in it
-   the study proposes what a study without sources does (its Sobol design up to
+   factor. While a source is trusted but none is in the model, its Pareto set has
+   stood in for the Sobol design and the single-task model of the new trials
+   proposes from 2 complete trials. With no source trusted or in the model, the
+   study proposes what a study without sources does (its Sobol design up to
    ``n_init``, then the single-task model with economy proposals by
    ``proposal_share``), so an unrelated source costs what a cold start costs after
    the first trials that judge it. Outcome constraints are modelled beside the

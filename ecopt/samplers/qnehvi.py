@@ -484,6 +484,14 @@ class QLogNEHVISampler(Sampler):
                 out += self._propose_cold(space, records, complete,
                                           [*pending, *[p.params for p in out]], n - k)
             return out
+        return self._model_or_sobol(space, records, complete, pending, n)
+
+    def _model_or_sobol(self, space: SearchSpace, records: Sequence[TrialRecord],
+                        complete: Sequence[TrialRecord], pending: Sequence[Params], n: int
+                        ) -> list[Proposal]:
+        """The single-task model's proposals; Sobol points before 2 complete trials, or
+        when the model fails (with a warning)."""
+        started = len(records) + len(pending)
         if len(complete) < 2:
             return self._sobol(space, started, n, "fewer than 2 complete trials to model",
                                self._avoid(space, records, pending))
@@ -492,7 +500,7 @@ class QLogNEHVISampler(Sampler):
         except Exception as exc:  # noqa: BLE001 - never kill a study over a model fit
             warnings.warn(f"{self.name} could not propose, not even on BoTorch's own path "
                           f"({_why(exc)}): {n} Sobol point(s) instead", FallbackWarning,
-                          stacklevel=3)
+                          stacklevel=4)
             log.warning("qLogNEHVI proposal failed (%s); using Sobol points instead", _why(exc))
             return self._sobol(space, started, n, f"model fallback: {_why(exc)}",
                                self._avoid(space, records, pending), fallback=_why(exc))
@@ -535,11 +543,15 @@ class QLogNEHVISampler(Sampler):
         left = n - len(out)
         now = started + len(out)
         used = tm.in_model(trust)
+        trusted = [e for e in trust if e["trust"] is None or e["trust"] >= TRUST_MIN]
         if not used:
-            rest = self._propose_cold(space, records, complete, more, left)
+            # No source in the model. None trusted: what a study without sources proposes
+            # from here. One trusted (its Pareto set stood in for the Sobol design): the
+            # model of the new trials alone from 2 complete trials on.
+            rest = self._model_or_sobol(space, records, complete, more, left) if trusted \
+                else self._propose_cold(space, records, complete, more, left)
             return out + [Proposal(p.params, p.proposed_by, {**p.info, "transfer": note})
                           for p in rest]
-        trusted = [e for e in trust if e["trust"] is None or e["trust"] >= TRUST_MIN]
         if not complete or (not trusted and now < n_init):
             why = "initial design (sources not trusted)" if complete else \
                 "no complete trial to model"
