@@ -40,6 +40,22 @@ def _run(study: Study, n: int, fn=_f) -> list:
     return out
 
 
+def _shuffled(src: Path, dest: Path) -> Path:
+    """A copy of study ``src`` with each objective's values permuted among its complete
+    trials: values that mean nothing (an unrelated source)."""
+    rows = [json.loads(x) for x in (src / "trials.jsonl").read_text().splitlines() if x]
+    rng = np.random.default_rng(0)
+    done = [i for i, r in enumerate(rows) if r.get("state") == "complete"]
+    for key in ("a", "b"):
+        vals = [rows[i]["values"][key] for i in done]
+        for i, j in zip(done, rng.permutation(len(vals))):
+            rows[i]["values"][key] = vals[j]
+    dest.mkdir()
+    (dest / "study.json").write_text((src / "study.json").read_text())
+    (dest / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return dest
+
+
 def _f_mostly_x(p: dict) -> dict[str, float]:
     x, y = p["x"], p.get("y", 0.5)
     return {"a": 4 * (x - 0.3) ** 2 + 0.1 * y, "b": 4 * (x - 0.7) ** 2 + 0.1 * (1 - y)}
@@ -313,17 +329,7 @@ def test_a_source_that_cannot_predict_itself_is_never_used(tmp_path: Path) -> No
     the first proposal: the study proposes exactly what a cold study proposes; a real
     source passes the check and shapes the initial design from the first trial."""
     good = _source(tmp_path / "good", n=16)
-    rows = [json.loads(x) for x in (good / "trials.jsonl").read_text().splitlines() if x]
-    rng = np.random.default_rng(0)
-    done = [i for i, r in enumerate(rows) if r.get("state") == "complete"]
-    for key in ("a", "b"):
-        vals = [rows[i]["values"][key] for i in done]
-        for i, j in zip(done, rng.permutation(len(vals))):
-            rows[i]["values"][key] = vals[j]
-    junk = tmp_path / "junk"
-    junk.mkdir()
-    (junk / "study.json").write_text((good / "study.json").read_text())
-    (junk / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    junk = _shuffled(good, tmp_path / "junk")
     sp = SearchSpace({"x": Float(0, 1), "y": Float(0, 1)})
     kw = {"meter": "estimate", "seed": 4,
           "sampler": ecopt.samplers.QLogNEHVISampler(num_restarts=2, raw_samples=32,
@@ -351,17 +357,7 @@ def test_a_rejected_source_proposes_as_cold_with_economy_and_batches(tmp_path: P
     batch ask that crosses the initial design, a study whose only source failed its
     self-check proposes what a cold study proposes, proposal for proposal."""
     good = _source(tmp_path / "good", n=16)
-    rows = [json.loads(x) for x in (good / "trials.jsonl").read_text().splitlines() if x]
-    rng = np.random.default_rng(0)
-    done = [i for i, r in enumerate(rows) if r.get("state") == "complete"]
-    for key in ("a", "b"):
-        vals = [rows[i]["values"][key] for i in done]
-        for i, j in zip(done, rng.permutation(len(vals))):
-            rows[i]["values"][key] = vals[j]
-    junk = tmp_path / "junk"
-    junk.mkdir()
-    (junk / "study.json").write_text((good / "study.json").read_text())
-    (junk / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    junk = _shuffled(good, tmp_path / "junk")
     sp = SearchSpace({"x": Float(0, 1), "y": Float(0, 1)})
 
     def run(**kw) -> list:
