@@ -372,7 +372,9 @@ def model_based(sampler: QLogNEHVISampler, space: SearchSpace, records: Sequence
     # The priors in force (chosen now, or kept with the hyperparameters or by the rule above).
     in_force = {**(last[0] if last else {}), **priors} \
         if sampler.lengthscale_prior == "auto" else {}
-    chosen = bool(priors) and not keep_priors
+    # chosen now for the outputs of the objectives and constraints (a label or cost GP
+    # fitted for the first time beside kept hyperparameters chooses only its own)
+    chosen = any(k in data.names for k in priors) and not keep_priors
     if in_force:
         info["gp_state"].update(priors=in_force, priors_chosen_at=(
             int(X.shape[0]) if chosen or last is None else last[1]))

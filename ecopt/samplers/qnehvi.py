@@ -672,8 +672,9 @@ class QLogNEHVISampler(Sampler):
                                "full_proposal": round(p, 6), "trial": round(t, 6)}
         if active:
             lo, hi = ECONOMY_REFIT_EVERY
+            q = ratio / self.proposal_share  # inf for a share near 0: the longest interval
             out["settings"] = self._economy_settings(
-                min(hi, max(lo, math.ceil(ratio / self.proposal_share))))
+                hi if not math.isfinite(q) or q >= hi else max(lo, math.ceil(q)))
         return out
 
     def _economy_settings(self, refit_every: int) -> dict[str, Any]:

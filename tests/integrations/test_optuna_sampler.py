@@ -230,6 +230,10 @@ def test_bad_options_are_refused_with_the_rule():
         EcoptSampler(thresholds=[1.0, math.inf])
     with pytest.raises(TypeError):
         EcoptSampler(no_such_option=1)
+    # Optuna meters no proposal: an economy rule would never measure one
+    with pytest.raises(ValueError, match="proposal_share=0.25"):
+        EcoptSampler(proposal_share=0.25)
+    EcoptSampler(proposal_share=None)
     s = EcoptSampler(seed=2, n_init=5, cost_aware=True)
     assert s.inner.n_init == 5 and s.inner.cost_aware and s.inner.seed == 2
 

@@ -276,13 +276,51 @@ def test_economy_is_the_default_for_cheap_trials():
     assert ecopt.Study(SPACE, OBJS, meter="wallclock").sampler.proposal_share == 0.25
 
 
-def test_inside_optuna_proposals_stay_full_unless_asked():
-    """Optuna meters no proposal, so EcoptSampler's inner sampler has no economy rule."""
+def test_inside_optuna_proposals_stay_full():
+    """Optuna meters no proposal, so EcoptSampler's inner sampler has no economy rule, and
+    a share is refused (the rule would never measure a proposal)."""
     pytest.importorskip("optuna")
     from ecopt.integrations.optuna import EcoptSampler
 
     assert EcoptSampler(seed=0).inner.proposal_share is None
-    assert EcoptSampler(seed=0, proposal_share=0.5).inner.proposal_share == 0.5
+    with pytest.raises(ValueError, match="Optuna does not meter"):
+        EcoptSampler(seed=0, proposal_share=0.5)
+
+
+def test_the_first_infeasible_trial_beside_kept_hyperparameters_keeps_the_priors_note():
+    """An economy proposal that keeps the objectives' hyperparameters and fits the
+    feasibility GP for the first time says the priors were kept, and the next prior
+    comparison stays where it was due."""
+    sampler = QLogNEHVISampler(num_restarts=2, raw_samples=32)
+    study = ecopt.Study(SPACE, OBJS, sampler=sampler, seed=0, meter="estimate")
+    for i in range(8):
+        t = study.ask()
+        study.tell(t, MemoryError("CUDA out of memory") if i == 6 else
+                   {"f1": t["x"] ** 2 + t["y"], "f2": (1 - t["x"]) ** 2 + t["y"]})
+    last = study.records[7].proposal
+    assert last["economy"]["hyperparameters"] == "kept"
+    assert last.get("lengthscale_priors", {}).keys() == {"__feasible__"}
+    assert last["economy"]["priors"] == "kept"
+    assert last["gp_state"]["priors_chosen_at"] == \
+        study.records[6].proposal["gp_state"]["priors_chosen_at"]
+
+
+def test_a_share_near_zero_gives_the_longest_refit_interval():
+    """A ratio over a share near 0 overflows to infinity: the longest re-fit interval, not
+    a crash that turns every proposal into a Sobol fallback."""
+    import warnings
+
+    from ecopt.samplers.base import FallbackWarning
+
+    sampler = QLogNEHVISampler(n_init=3, num_restarts=2, raw_samples=32, maxiter=30,
+                               proposal_share=1e-308)
+    study = ecopt.Study(SPACE, OBJS, sampler=sampler, seed=2, meter="wallclock")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        study.optimize(f, n_trials=6, show_progress=False)
+    model = [r.proposal["economy"] for r in study.records if r.proposed_by == "qlognehvi"]
+    assert len(model) == 3 and all(e["active"] for e in model)
+    assert model[-1]["settings"]["refit_every"] == ECONOMY_REFIT_EVERY[1]
 
 
 def test_the_iteration_cap_shortens_warm_refits_only():

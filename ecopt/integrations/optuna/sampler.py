@@ -148,11 +148,12 @@ class EcoptSampler(BaseSampler):
             (``n_init``, ``cost_aware``, ``num_restarts``, ``raw_samples``,
             ``ref_point_rule``...). With ``cost_aware=True`` the cost is the
             energy that :func:`~ecopt.integrations.optuna.metered` recorded.
-            ``proposal_share`` is ``None`` here unless given: Optuna does not
-            meter its sampler's proposals, so every proposal is a full one.
+            ``proposal_share`` must be ``None`` (the default here): Optuna does
+            not meter its sampler's proposals, so every proposal is a full one.
 
     Raises:
-        ValueError: for bad options (the message of ``QLogNEHVISampler``), a
+        ValueError: for bad options (the message of ``QLogNEHVISampler``; a
+            ``proposal_share`` other than ``None``), a
             ``thresholds`` entry that is not a finite number, or (when a trial
             first asks) a study with fewer than two objectives: qLogNEHVI is a
             multi-objective acquisition; use ``optuna.samplers.GPSampler`` for
@@ -200,7 +201,13 @@ class EcoptSampler(BaseSampler):
         #: The seed proposals use now: ``seed`` until ``reseed_rng()`` draws another.
         self._seed_now = self.seed
         # Optuna does not meter a sampler's proposals, so there is no proposal cost for
-        # the economy rule to weigh: full proposals always (unless asked otherwise).
+        # the economy rule to weigh: full proposals always.
+        if options.get("proposal_share") is not None:
+            raise ValueError(
+                "EcoptSampler makes full proposals: the economy rule weighs each proposal's "
+                "metered cost, and Optuna does not meter its sampler (every proposal would "
+                "stay a first, unmeasured economy one); leave proposal_share out or None, "
+                f"got proposal_share={options['proposal_share']!r}")
         self._inner = _TrialNumberedQLogNEHVI(seed=self.seed, **{  # validates options
             "proposal_share": None, **options})
         self._inner.planned_trials = planned_trials
