@@ -121,6 +121,9 @@ def split_search(notes: dict[str, Any], n: int) -> dict[str, Any]:
         share["duration_s"] = notes["duration_s"] / n
         if notes["energy_j"] is not None:
             share["energy_j"] = notes["energy_j"] / n
+        for key in ("convergence_check_s", "convergence_check_j"):
+            if isinstance(notes.get(key), (int, float)):
+                share[key] = notes[key] / n
     return share
 
 

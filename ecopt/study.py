@@ -630,6 +630,8 @@ class Study:
             return search
         out = add_window(search, extra)
         out["convergence_check_s"] = extra["duration_s"]
+        if extra.get("energy_j") is not None:
+            out["convergence_check_j"] = search_energy_j(extra)
         return out
 
     def _restore_convergence(self) -> None:

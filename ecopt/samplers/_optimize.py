@@ -175,14 +175,30 @@ def _replace_repeats(acqf: Any, space: SearchSpace, enc: Encoding, U: np.ndarray
     return out, len(bad)
 
 
+#: At most this many sets of ``raw_samples`` candidates an economy proposal draws when
+#: fewer fresh ones than the batch asks for are among the first.
+SCORED_ROUNDS = 8
+
+
 def _scored(acqf: Any, space: SearchSpace, enc: Encoding, records: Sequence[TrialRecord],
             pending: Sequence[Params], q: int, s: Settings, around: np.ndarray | None,
             seed: int) -> tuple[Any, dict[str, Any]]:
     import torch
 
-    U = candidates(space, s.raw_samples, around, seed)
     avoid = avoided(space, records, pending, s.allow_repeats, s.avoid_failed)
-    fresh = np.array([_discrete.config_key(u) not in avoid for u in U], dtype=bool)
+    U = candidates(space, s.raw_samples, around, seed)
+    keys = [_discrete.config_key(u) for u in U]
+    for more in range(1, SCORED_ROUNDS):
+        # a batch larger than the fresh candidates: draw more rather than repeat a trial
+        # (or a point earlier in the batch)
+        if sum(k not in avoid for k in set(keys)) >= q:
+            break
+        extra = candidates(space, s.raw_samples, around, seed + more)
+        known = set(keys)
+        new = [i for i, k in enumerate(_discrete.config_key(u) for u in extra) if k not in known]
+        U = np.vstack([U, extra[new]])
+        keys = [_discrete.config_key(u) for u in U]
+    fresh = np.array([k not in avoid for k in keys], dtype=bool)
     cand, repeats = _discrete.optimize_discrete(
         acqf, torch.tensor(to_model(U, enc), dtype=torch.double), torch.tensor(fresh), q)
     return cand, {"optimiser": "scored", "n_candidates": len(U), "n_repeats": repeats}

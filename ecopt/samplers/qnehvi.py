@@ -114,6 +114,21 @@ def _cost_of(x: Any, key: str) -> float | None:
     return None
 
 
+#: The part of a proposal's window that a stopping-rule evaluation billed there (the
+#: economy rule weighs what a proposal itself costs; economy cannot make that part cheaper).
+_CHECK_PART = {"energy_j": "convergence_check_j", "duration_s": "convergence_check_s"}
+
+
+def _proposal_cost(search: dict[str, Any], key: str) -> float | None:
+    """A proposal's own ``energy_j`` or ``duration_s``: its window less a stopping-rule
+    evaluation billed to it (``None`` when not read, or nothing is left)."""
+    v = _cost_of(search, key)
+    part = search.get(_CHECK_PART[key])
+    if v is not None and isinstance(part, (int, float)) and not isinstance(part, bool):
+        v = v - float(part) if v - float(part) > 0 else None
+    return v
+
+
 def _median(xs: Sequence[float]) -> float:
     ys = sorted(xs)
     n = len(ys)
@@ -628,7 +643,9 @@ class QLogNEHVISampler(Sampler):
         the latest economy proposals that optimised their hyperparameters
         (``basis: "predicted"``); the very first model proposal is an economy
         one (``basis: "first"``), so cheap trials never pay for a full one.
-        That cost is compared with the median cost of the latest complete
+        A proposal's cost is its search window less a stopping-rule evaluation
+        billed to it (``convergence_check_j``/``_s``). That cost is compared with
+        the median cost of the latest complete (or pruned, at their partial cost)
         trials, in joules when every one of them read energy, else in seconds.
 
         Returns:
@@ -657,7 +674,7 @@ class QLogNEHVISampler(Sampler):
         basis, scale = ("measured", 1.0) if full else ("predicted", FULL_OVER_ECONOMY)
         sample = (full or refits)[-ECONOMY_WINDOW:]
         for unit, key in (("J", "energy_j"), ("s", "duration_s")):
-            prop = [_cost_of(r.proposal["search"], key) for r in sample]
+            prop = [_proposal_cost(r.proposal["search"], key) for r in sample]
             trial = [_cost_of(r, key) for r in done]
             if all(v is not None for v in prop + trial):
                 break

@@ -323,6 +323,45 @@ def test_a_share_near_zero_gives_the_longest_refit_interval():
     assert model[-1]["settings"]["refit_every"] == ECONOMY_REFIT_EVERY[1]
 
 
+def test_an_economy_batch_larger_than_its_fresh_candidates_repeats_nothing():
+    """raw_samples=8 scored candidates, a batch of 12: more candidates are drawn, so no
+    point of the batch repeats a trial or another point of the batch."""
+    sampler = QLogNEHVISampler(num_restarts=2, raw_samples=8)
+    study = ecopt.Study(SPACE, OBJS, sampler=sampler, seed=0, meter="estimate")
+    for b in (5, 12):
+        for t in study.ask(b):
+            study.tell(t, {"f1": t["x"] ** 2 + t["y"], "f2": (1 - t["x"]) ** 2 + t["y"]})
+    batch = study.records[5:]
+    assert all(r.proposal["optimiser"] == "scored" and r.proposal["n_repeats"] == 0
+               for r in batch)
+    assert batch[0].proposal["n_candidates"] > 8
+    keys = [tuple(sorted(r.params.items())) for r in study.records]
+    assert len(set(keys)) == len(keys) == 17
+
+
+def test_a_stopping_rule_evaluation_is_not_counted_as_the_proposals_cost():
+    """With stop_when_converged, the convergence check's window is billed to the next
+    proposal's search notes; the economy rule weighs the proposal without it."""
+    from ecopt.samplers.qnehvi import _proposal_cost
+
+    sampler = QLogNEHVISampler(n_init=3, num_restarts=2, raw_samples=32, maxiter=30)
+    study = ecopt.Study(SPACE, OBJS, sampler=sampler, seed=0, meter="wallclock")
+    study.optimize(f, n_trials=7, show_progress=False,
+                   stop_when_converged=ecopt.StoppingRule(patience=100, min_trials=3))
+    model = [r for r in study.records if r.proposed_by == "qlognehvi"]
+    billed = [r for r in model if r.proposal["search"].get("convergence_check_s")]
+    assert billed, [r.proposal["search"] for r in model]
+    for r in billed:
+        se = r.proposal["search"]
+        assert _proposal_cost(se, "duration_s") == pytest.approx(
+            se["duration_s"] - se["convergence_check_s"])
+    # the prediction from the refits: FULL_OVER_ECONOMY x their own cost, check left out
+    e = model[1].proposal["economy"]
+    assert e["basis"] == "predicted" and e["unit"] == "s"
+    own = _proposal_cost(model[0].proposal["search"], "duration_s")
+    assert e["full_proposal"] == pytest.approx(FULL_OVER_ECONOMY * own, rel=1e-4)
+
+
 def test_the_iteration_cap_shortens_warm_refits_only():
     """A fit from the default start runs to its tolerance even with ``fit_maxiter`` (the
     first economy proposal has nothing to warm-start from); a warm-started re-fit is capped."""
