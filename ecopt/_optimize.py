@@ -183,13 +183,16 @@ class OptimizeLoop:
     def _count_failure(self, rec: TrialRecord) -> None:
         """Judge whether the failures so far are the objective's fault (``fail_fast=k``).
 
-        Only ``failed`` trials whose objective ran count as failures
-        (:func:`ecopt._failures.counts_as_failure`); complete and pruned trials
-        count as successes; infeasible trials (the configuration's fault), trials
-        not started and those interrupted from outside are neutral. The call
-        stops when one of :data:`FAIL_FAST_RULES` holds:
+        Trials that :func:`ecopt._failures.counts_as_failure` calls failures
+        count as failures (``failed`` trials whose objective ran, and trials
+        pruned before they reported); complete trials and other pruned ones count
+        as successes; infeasible trials (the configuration's fault), trials not
+        started and those interrupted from outside are neutral. The call stops
+        when one of :data:`FAIL_FAST_RULES` holds:
 
-        1. ``first``: the first ``k`` counted trials of this call all failed;
+        1. ``first``: the first ``k`` counted trials of this call all failed, and
+           no trial of the study has completed (one that has shows the objective
+           runs);
         2. ``spread``: ``k`` failures in a row with the same error (exception type
            and the line that raised it) on configurations whose box holds a
            complete trial of the study: the error struck on both sides of a
@@ -200,11 +203,12 @@ class OptimizeLoop:
         """
         if self.fail_fast is None or self.systematic is not None:
             return
-        if rec.state in (TrialState.COMPLETE, TrialState.PRUNED):
+        failure = _failures.counts_as_failure(rec)
+        if rec.state in (TrialState.COMPLETE, TrialState.PRUNED) and not failure:
             self.counted.append(rec)
             self.streak.clear()
             return
-        if rec.state is not TrialState.FAILED or not _failures.counts_as_failure(rec):
+        if not failure:
             return
         self.counted.append(rec)
         key = _failures.error_key(rec)
@@ -212,10 +216,13 @@ class OptimizeLoop:
             self.streak.clear()
         self.streak.append(rec)
         k = self.fail_fast
-        failed = [r for r in self.counted if r.state is TrialState.FAILED]
+        failed = [r for r in self.counted if _failures.counts_as_failure(r)]
         why: str | None = None
         culprits: list[TrialRecord] = []
-        if len(self.counted) == k and len(failed) == k:
+        # a study with complete trials has shown that the objective runs: its first
+        # failures in this call may be one bad region (the other rules judge those)
+        ran = any(r.state is TrialState.COMPLETE for r in self.study._records)
+        if len(self.counted) == k and len(failed) == k and not ran:
             culprits = failed
             why = (f"the first {k} trials of this call all failed: the objective fails "
                    "wherever it runs")
@@ -237,27 +244,28 @@ class OptimizeLoop:
             return
         nums = tuple(r.number for r in culprits)
         last = culprits[-1]
-        assert last.error is not None
-        msg = last.error.message
+        etype = last.error.type if last.error is not None else "TrialPruned"
+        tb = last.error.traceback if last.error is not None else ""
+        msg = last.error.message if last.error is not None else \
+            "pruned before it reported a value"
         shown = msg if len(msg) <= 500 else msg[:500] + "..."
         where = _failures.error_key(last)[1]
         configs = "\n".join(f"  trial {r.number}: {_fmt_params(r.params)} -- {kind}"
                             + (f" at {at}" if at else "")
                             for r in culprits[-10:] for kind, at in [_failures.error_key(r)])
         self.systematic = SystematicFailureError(
-            f"trials {', '.join(map(str, nums))} all failed with {last.error.type}: {shown}"
+            f"trials {', '.join(map(str, nums))} all failed with {etype}: {shown}"
             f"{' (raised at ' + where + ')' if where else ''} -- judged a bug in the objective, "
             f"not a bad configuration, because {why}; optimize() stopped "
             f"(fail_fast={self.fail_fast}).\nThe configurations:\n{configs}\n"
             "Every trial is recorded; fix the objective and call optimize() again to "
             "resume, raise ecopt.Infeasible for configurations that cannot run, or pass "
             "fail_fast=None to run on regardless."
-            + (f"\nTraceback of trial {nums[-1]}:\n{last.error.traceback}"
-               if last.error.traceback else ""),
-            nums, last.error.type, msg, last.error.traceback)
+            + (f"\nTraceback of trial {nums[-1]}:\n{tb}" if tb else ""),
+            nums, etype, msg, tb)
         self.systematic.reason = why
         self.stop_reason = (f"fail_fast: trials {', '.join(map(str, nums))} failed with "
-                            f"{last.error.type}: {shown} ({why})")
+                            f"{etype}: {shown} ({why})")
         self.to_start = 0
 
     def _harvest(self, futures: Sequence[Future[TrialOutcome]]) -> ExecutorLostError | None:
@@ -409,10 +417,10 @@ class OptimizeLoop:
                 self.in_flight[self.ex.submit(self.objective, t)] = t
             except ExecutorLostError as exc:
                 raise self._executor_lost(exc, trials[i:]) from exc
-            except BaseException:
-                # Ctrl-C inside an inline executor's submit: this trial and the
-                # rest of the batch never ran to the end.
-                self._stop_everything("stopped by KeyboardInterrupt", trials[i:])
+            except BaseException as exc:
+                # Ctrl-C (or SystemExit...) inside an inline executor's submit: this trial
+                # and the rest of the batch never ran to the end.
+                self._stop_everything(f"stopped by {type(exc).__name__}", trials[i:])
                 raise
         return True
 

@@ -887,13 +887,15 @@ class Study:
                 failures look like a bug in the objective rather than a bad
                 region of the space (a misspelled metric name fails every trial
                 alike, and should not burn the whole budget): the first
-                ``fail_fast`` trials of the call all failed; or ``fail_fast``
+                ``fail_fast`` trials of the call all failed, in a study where no
+                trial has completed; or ``fail_fast``
                 failures in a row with the same error (exception type and the
                 line that raised it) span a box that holds a trial that
                 completed; or more than half of the call's trials failed, from
                 10 trials on. Failures inside one region (a NaN loss at high
-                learning rates, one architecture that raises) do not stop the
-                call: the sampler learns to avoid them. Infeasible trials (out
+                learning rates, one architecture that raises) do not stop a call
+                of qLogNEHVI, which learns to avoid them; a fixed plan (a grid) can
+                trip the rules, which are heuristics. Infeasible trials (out
                 of memory, :class:`~ecopt.Infeasible`), trials not started and
                 interrupted ones are neutral. Every trial is recorded before it
                 is raised. ``None`` (or ``0``): never stop on failures.

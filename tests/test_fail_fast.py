@@ -146,6 +146,40 @@ def test_failures_inside_one_region_never_stop_the_call():
     assert st.stop_reason == "n_trials"
 
 
+def test_a_later_call_that_starts_in_a_failing_region_goes_on():
+    """The study has complete trials: the objective runs. A second call whose first three
+    trials fall in the failing corner is not judged 'fails wherever it runs'."""
+    pts = [(i / 10 + 0.01, (i * 7 % 10) / 10 + 0.01) for i in range(8)] + \
+        [(0.9, 0.9), (0.85, 0.95), (0.95, 0.85), (0.3, 0.3)]
+    st = ecopt.Study(ecopt.SearchSpace(SPACE), OBJS, sampler=Plan(pts), meter="estimate")
+    st.optimize(in_corner, n_trials=8)
+    recs = st.optimize(in_corner, n_trials=4)
+    assert [r.state for r in recs] == [TrialState.FAILED] * 3 + [TrialState.COMPLETE]
+    assert st.stop_reason == "n_trials"
+
+
+def test_an_objective_pruned_before_it_reports_is_a_failure():
+    def pruned_at_once(trial: ecopt.Trial) -> dict[str, float]:
+        raise ecopt.TrialPruned()  # a bug: pruned before any report
+
+    st = _study()
+    with pytest.raises(ecopt.SystematicFailureError, match="TrialPruned") as info:
+        st.optimize(pruned_at_once, n_trials=12)
+    assert info.value.trials == (0, 1, 2) and len(st.records) == 3
+
+
+def test_system_exit_from_the_objective_is_recorded_as_itself():
+    import sys
+
+    def exits(trial: ecopt.Trial) -> dict[str, float]:
+        sys.exit(2)  # e.g. argparse inside a training script
+
+    st = _study()
+    with pytest.raises(SystemExit):
+        st.optimize(exits, n_trials=3)
+    assert st.records[0].error.message == "stopped by SystemExit"
+
+
 def test_a_local_batch_stops_inside_the_batch():
     st = _study()
     with pytest.raises(ecopt.SystematicFailureError) as info:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import ecopt
 from ecopt._failures import counts_as_failure, enclosed, error_key, split
 from ecopt.trial import ErrorInfo, Intermediate, TrialRecord, TrialState
@@ -100,3 +102,79 @@ def test_the_show_summary_counts_errors_regions_weights_and_repeats():
     assert line.startswith("failures: 3 trial(s) failed (RuntimeError at notebook.py:12 x3)")
     assert "1 trial(s) repeated a failed configuration" in line
     assert failure_summary(recs[1:2]) is None
+
+
+def _abc_study(**kw):
+    sp = ecopt.SearchSpace({"k": ecopt.Categorical(["a", "b", "c"], ordered=True),
+                            "n": ecopt.Int(1, 3)})
+    return ecopt.Study(sp, [ecopt.Objective("f1", "min"), ecopt.Objective("f2", "min")],
+                       meter="estimate", seed=0, **kw)
+
+
+def _abc(p) -> dict[str, float]:
+    if p["k"] == "a" and p["n"] == 1:
+        raise RuntimeError("boom")
+    i = "abc".index(p["k"])
+    return {"f1": p["n"] + i + 0.3 * p["n"], "f2": p["n"] + i + 0.3 * i}
+
+
+def _loop(st, n: int, fn, batch: int = 1) -> None:
+    done = 0
+    while done < n:
+        ts = st.ask(batch)
+        for t in ts:
+            try:
+                st.tell(t, fn(t.params))
+            except RuntimeError as exc:
+                st.tell(t, exc)
+        done += len(ts)
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_a_tried_out_discrete_space_never_repeats_a_failed_or_running_configuration(batch):
+    """Nine configurations, one failing: once each has a trial the model repeats complete
+    ones only, never the failed one nor one still running."""
+    st = _abc_study(sampler=ecopt.samplers.QLogNEHVISampler(num_restarts=2, raw_samples=32))
+    _loop(st, 15, _abc, batch)
+    bad = [r.number for r in st.records if r.params == {"k": "a", "n": 1}]
+    assert len(bad) == 1 and len(st.records) >= 15
+    held = [st.ask() for _ in range(3)]  # running, not told
+    keys = [tuple(sorted(t.params.items())) for t in held]
+    assert len(set(keys)) == 3 and ("k", "a") not in [k[0] for k in keys if ("n", 1) in k]
+
+
+def test_the_design_with_repeats_allowed_and_random_sobol_skip_failed_configurations():
+    def fails_a(p):
+        if p["k"] == "a":
+            raise RuntimeError("boom")
+        return {"f1": p["n"], "f2": "abc".index(p["k"])}
+
+    for sampler in (ecopt.samplers.QLogNEHVISampler(n_init=6, allow_repeats=True,
+                                                    num_restarts=2, raw_samples=32),
+                    ecopt.samplers.RandomSampler(seed=0, n_sobol=8)):
+        st = _abc_study(sampler=sampler)
+        _loop(st, 8, fails_a)
+        failed = [tuple(sorted(r.params.items())) for r in st.records
+                  if r.state.value == "failed"]
+        assert failed and len(failed) == len(set(failed)), (sampler.name, failed)
+
+
+def test_a_configuration_never_started_is_proposed_again():
+    """A batch stopped by fail_fast leaves trials NotStarted; they say nothing about their
+    configuration, so the grid runs them once the objective is fixed."""
+    sp = ecopt.SearchSpace({"bs": ecopt.Int(1, 8)})
+    bug = [True]
+
+    def fn(t):
+        return {"f1": t["bs"], ("f_2" if bug[0] else "f2"): 1.0}
+
+    st = ecopt.Study(sp, [ecopt.Objective("f1", "min"), ecopt.Objective("f2", "min")],
+                     sampler=ecopt.samplers.GridSampler(), meter="estimate", seed=0)
+    with pytest.raises(ecopt.SystematicFailureError):
+        st.optimize(fn, n_trials=8, batch_size=4, asynchronous=False)
+    never = {r.params["bs"] for r in st.records if r.error and r.error.type == "NotStarted"}
+    assert never
+    bug[0] = False
+    st.optimize(fn, n_trials=8)
+    done = {r.params["bs"] for r in st.records if r.state.value == "complete"}
+    assert never <= done

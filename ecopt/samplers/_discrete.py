@@ -97,7 +97,8 @@ def unseen_sobol(space: SearchSpace, seed: int, start: int, n: int,
     return out
 
 
-def optimize_discrete(acqf: Any, choices: Any, fresh: Any, q: int) -> tuple[Any, int]:
+def optimize_discrete(acqf: Any, choices: Any, fresh: Any, q: int, allowed: Any = None
+                      ) -> tuple[Any, int]:
     """The ``q`` best choices by sequential greedy (BoTorch's ``optimize_acqf_discrete``).
 
     Args:
@@ -106,6 +107,9 @@ def optimize_discrete(acqf: Any, choices: Any, fresh: Any, q: int) -> tuple[Any,
         choices: ``(k, d)`` tensor of every configuration, in model space.
         fresh: ``(k,)`` bool tensor: the configurations that may be proposed first.
         q: Number of candidates.
+        allowed: ``(k,)`` bool tensor: the configurations a repeat may take (not
+            failed, not running); ``None``: every one. Only when too few of them
+            remain are the others repeated.
 
     Returns:
         ``(candidates (q, d), n_repeats)``: when fewer than ``q`` fresh configurations
@@ -127,9 +131,10 @@ def optimize_discrete(acqf: Any, choices: Any, fresh: Any, q: int) -> tuple[Any,
         if pool.shape[0]:
             acqf.set_X_pending(pool if base is None else torch.cat([base, pool], dim=-2))
         try:
-            others = choices[~fresh]
+            ok = torch.ones_like(fresh) if allowed is None else allowed
+            others = choices[~fresh & ok]
             if others.shape[0] < rest:
-                others = choices
+                others = choices[ok] if int(ok.sum()) >= rest else choices
             extra, _ = optimize_acqf_discrete(acqf, q=rest, choices=others,
                                               unique=rest <= others.shape[0])
         finally:

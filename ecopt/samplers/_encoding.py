@@ -23,13 +23,14 @@ from ecopt._types import Params
 from ecopt.objective import Constraint, Objective
 from ecopt.samplers import _discrete
 from ecopt.space import Categorical, Int, SearchSpace
-from ecopt.trial import TrialRecord
+from ecopt.trial import TrialRecord, TrialState
 
 __all__ = [
     "REF_POINT_RULES",
     "Encoding",
     "TrainingData",
     "encoding",
+    "tells_nothing",
     "grid",
     "seen_keys",
     "to_model",
@@ -83,15 +84,25 @@ def grid(space: SearchSpace, enc: Encoding) -> list[list[float]] | None:
     return cols if math.prod(len(c) for c in cols) <= _discrete.MAX_ENUMERATE else None
 
 
+def tells_nothing(rec: TrialRecord) -> bool:
+    """Whether a trial failed for a reason outside its configuration: interrupted (a
+    crash, kill, Ctrl-C or lost worker) or never started (``ecopt._failures.NOT_FAILURES``)."""
+    from ecopt._failures import NOT_FAILURES
+
+    return rec.state is TrialState.FAILED and rec.error is not None \
+        and rec.error.type in NOT_FAILURES
+
+
 def seen_keys(space: SearchSpace, records: Sequence[TrialRecord],
               pending: Sequence[Params]) -> set[tuple[float, ...]]:
     """Keys of every configuration with a trial (complete, infeasible, failed) or running.
 
-    A trial interrupted by a crash, kill or lost worker tells nothing about its
-    configuration and does not count (as in :class:`~ecopt.samplers.GridSampler`).
+    A trial interrupted by a crash, kill or lost worker, or never started (a budget
+    or a stopped call), tells nothing about its configuration and does not count
+    (as in :class:`~ecopt.samplers.GridSampler`).
     """
     keys: set[tuple[float, ...]] = set()
-    for params in [r.params for r in records if not r.interrupted] + list(pending):
+    for params in [r.params for r in records if not tells_nothing(r)] + list(pending):
         try:
             keys.add(_discrete.config_key(space.encode(params)))
         except (KeyError, TypeError, ValueError):  # a trial from an older, different space

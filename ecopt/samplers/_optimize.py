@@ -199,8 +199,11 @@ def _scored(acqf: Any, space: SearchSpace, enc: Encoding, records: Sequence[Tria
         U = np.vstack([U, extra[new]])
         keys = [_discrete.config_key(u) for u in U]
     fresh = np.array([k not in avoid for k in keys], dtype=bool)
+    never = avoided(space, records, pending, True, s.avoid_failed)  # failed or running
+    allowed = np.array([k not in never for k in keys], dtype=bool)
     cand, repeats = _discrete.optimize_discrete(
-        acqf, torch.tensor(to_model(U, enc), dtype=torch.double), torch.tensor(fresh), q)
+        acqf, torch.tensor(to_model(U, enc), dtype=torch.double), torch.tensor(fresh), q,
+        torch.tensor(allowed))
     return cand, {"optimiser": "scored", "n_candidates": len(U), "n_repeats": repeats}
 
 
@@ -246,7 +249,8 @@ def optimize(acqf: Any, space: SearchSpace, enc: Encoding, records: Sequence[Tri
         fresh = unseen if not s.allow_repeats else np.array([k not in avoid for k in keys],
                                                             dtype=bool)
         cand, repeats = _discrete.optimize_discrete(
-            acqf, torch.tensor(choices, dtype=torch.double), torch.tensor(fresh), q)
+            acqf, torch.tensor(choices, dtype=torch.double), torch.tensor(fresh), q,
+            torch.tensor(np.array([k not in avoid for k in keys], dtype=bool)))
         how = {"optimiser": "enumerate", "n_configs": len(choices),
                "n_unseen": int(unseen.sum()), "n_repeats": repeats}
     return to_unit(cand.detach().cpu().numpy().reshape(q, -1), enc), how

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ecopt._types import Params, ParamValue
+from ecopt.samplers._encoding import tells_nothing
 from ecopt.samplers.base import Proposal, Sampler
 from ecopt.space import SearchSpace
 from ecopt.trial import TrialRecord
@@ -29,7 +30,7 @@ class GridSampler(Sampler):
         seed: Unused (a grid is deterministic); kept for a uniform signature.
 
     Points whose trial finished (complete, failed or infeasible) are not
-    proposed again; points whose trial was interrupted are.
+    proposed again; points whose trial was interrupted or never started are.
 
     Example:
         >>> sampler = ecopt.samplers.GridSampler({"batch_size": [1, 8, 64, 512]})
@@ -51,7 +52,7 @@ class GridSampler(Sampler):
 
     def propose(self, space: SearchSpace, records: Sequence[TrialRecord],
                 pending: Sequence[Params], n: int) -> list[Proposal]:
-        done = {_key(r.params) for r in records if not r.interrupted}
+        done = {_key(r.params) for r in records if not tells_nothing(r)}
         done |= {_key(p) for p in pending}
         out: list[Proposal] = []
         points = self.grid(space)

@@ -469,9 +469,14 @@ class QLogNEHVISampler(Sampler):
 
     def _avoid(self, space: SearchSpace, records: Sequence[TrialRecord],
                pending: Sequence[Params]) -> set[tuple[float, ...]] | None:
-        """Configurations not to repeat (``None``: repeats allowed or not enumerable)."""
-        if self.allow_repeats or grid(space, encoding(space)) is None:
+        """Configurations not to repeat (``None``: not enumerable): every one with a trial
+        or running; with ``allow_repeats``, the failed and running ones only."""
+        if grid(space, encoding(space)) is None:
             return None
+        if self.allow_repeats:
+            from ecopt.samplers._optimize import avoided
+
+            return avoided(space, records, pending, True, self.failures != "ignore")
         return seen_keys(space, records, pending)
 
     def propose(self, space: SearchSpace, records: Sequence[TrialRecord],

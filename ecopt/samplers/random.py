@@ -118,8 +118,11 @@ class RandomSampler(Sampler):
         for i in range(n):
             k = start + i
             if k < self.n_sobol:
-                x = sobol_points(space.dim, int(self.seed or 0), k, 1)[0]
-                out.append(Proposal(space.decode(x), "sobol", {"index": k}))
+                # the k-th Sobol point, or the next one that did not fail before
+                X = sobol_points(space.dim, int(self.seed or 0), k, MAX_SKIP)
+                j = next((j for j, x in enumerate(X) if not failed
+                          or _key(space, x) not in failed), 0)
+                out.append(Proposal(space.decode(X[j]), "sobol", {"index": k + j}))
                 continue
             x = rng.random(space.dim)
             for _ in range(MAX_SKIP):
