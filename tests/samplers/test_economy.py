@@ -308,16 +308,11 @@ def test_the_first_infeasible_trial_beside_kept_hyperparameters_keeps_the_priors
 def test_a_share_near_zero_gives_the_longest_refit_interval():
     """A ratio over a share near 0 overflows to infinity: the longest re-fit interval, not
     a crash that turns every proposal into a Sobol fallback."""
-    import warnings
-
-    from ecopt.samplers.base import FallbackWarning
-
     sampler = QLogNEHVISampler(n_init=3, num_restarts=2, raw_samples=32, maxiter=30,
                                proposal_share=1e-308)
     study = ecopt.Study(SPACE, OBJS, sampler=sampler, seed=2, meter="wallclock")
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", FallbackWarning)
-        study.optimize(f, n_trials=6, show_progress=False)
+    study.optimize(f, n_trials=6, show_progress=False)
+    assert not any("fallback" in r.proposal for r in study.records)
     model = [r.proposal["economy"] for r in study.records if r.proposed_by == "qlognehvi"]
     assert len(model) == 3 and all(e["active"] for e in model)
     assert model[-1]["settings"]["refit_every"] == ECONOMY_REFIT_EVERY[1]
