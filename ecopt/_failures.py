@@ -32,7 +32,7 @@ import numpy as np
 from ecopt.record import TrialRecord, TrialState
 from ecopt.space import SearchSpace
 
-__all__ = ["NOT_FAILURES", "Box", "Split", "counts_as_failure",
+__all__ = ["NOT_FAILURES", "Box", "Split", "counts_as_failure", "tells_nothing",
            "distance", "enclosed", "error_key", "span", "split"]
 
 #: Error types that say nothing about the configuration (a stop from outside, a budget).
@@ -60,6 +60,13 @@ def error_key(rec: TrialRecord) -> tuple[str, str]:
 
 def _basename(path: str) -> str:
     return re.split(r"[/\\\\]", path)[-1]
+
+
+def tells_nothing(rec: TrialRecord) -> bool:
+    """Whether a trial failed for a reason outside its configuration (:data:`NOT_FAILURES`:
+    interrupted by a crash, kill, Ctrl-C or lost worker, or never started)."""
+    return rec.state is TrialState.FAILED and rec.error is not None \
+        and rec.error.type in NOT_FAILURES
 
 
 def counts_as_failure(rec: TrialRecord) -> bool:

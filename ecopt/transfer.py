@@ -296,10 +296,10 @@ def map_into(space: SearchSpace, objectives: Sequence[Objective], src_space: Sea
                 f"transfer source {label}: parameter {name!r} is {a} there and {b} here; "
                 "it cannot be matched (rename one, or leave the source out)")
         rules[name] = "matched"
-        if name in relative and b == "numeric" and _numeric_range(src_space[name]) is not None:
-            one = _share(src_space[name], _numeric_range(src_space[name])[0]) is None  # type: ignore[index]
-            rules[name] = "relative: the source had one value; the middle of the range" if one \
-                else "relative: same share of the range"
+        rng = _numeric_range(src_space[name])
+        if name in relative and b == "numeric" and rng is not None:
+            rules[name] = "relative: the source had one value; the middle of the range" \
+                if rng[0] == rng[1] else "relative: same share of the range"
         else:
             relative.discard(name)
     for name in src_space:
@@ -412,10 +412,11 @@ def load_sources(transfer_from: Sequence[Any], space: SearchSpace,
             records = records[:n]
         mapped, dropped, rules, shared = map_into(space, objectives, study.space,
                                                   study.objectives, records, label, rel)
+        digest = records_hash(records)
         if recorded is None:
             twice = [s.label for s in out if (s.path and path and Path(s.path).resolve()
                                               == Path(path).resolve())
-                     or (s.study_id == sid and s.hash == records_hash(records))]
+                     or (s.study_id == sid and s.hash == digest)]
             if twice:
                 raise TransferSourceError(
                     f"transfer source {label} is given twice (as {twice[0]}); each source "
@@ -426,6 +427,6 @@ def load_sources(transfer_from: Sequence[Any], space: SearchSpace,
                     f"study ({len(records)} record(s), {dropped} complete one(s) dropped by "
                     "the matching rules); it would inform nothing. Leave it out, or run "
                     "it first")
-        out.append(SourceStudy(label, path, sid, len(records), records_hash(records), shared,
-                               mapped, dropped, rules))
+        out.append(SourceStudy(label, path, sid, len(records), digest, shared, mapped, dropped,
+                               rules))
     return out

@@ -19,18 +19,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from ecopt import pareto
+from ecopt._failures import tells_nothing
 from ecopt._types import Params
 from ecopt.objective import Constraint, Objective
 from ecopt.samplers import _discrete
 from ecopt.space import Categorical, Int, SearchSpace
-from ecopt.trial import TrialRecord, TrialState
+from ecopt.trial import TrialRecord
 
 __all__ = [
     "REF_POINT_RULES",
     "Encoding",
     "TrainingData",
     "encoding",
-    "tells_nothing",
     "grid",
     "seen_keys",
     "to_model",
@@ -82,15 +82,6 @@ def grid(space: SearchSpace, enc: Encoding) -> list[list[float]] | None:
         else:
             return None
     return cols if math.prod(len(c) for c in cols) <= _discrete.MAX_ENUMERATE else None
-
-
-def tells_nothing(rec: TrialRecord) -> bool:
-    """Whether a trial failed for a reason outside its configuration: interrupted (a
-    crash, kill, Ctrl-C or lost worker) or never started (``ecopt._failures.NOT_FAILURES``)."""
-    from ecopt._failures import NOT_FAILURES
-
-    return rec.state is TrialState.FAILED and rec.error is not None \
-        and rec.error.type in NOT_FAILURES
 
 
 def seen_keys(space: SearchSpace, records: Sequence[TrialRecord],

@@ -190,14 +190,15 @@ def _scored(acqf: Any, space: SearchSpace, enc: Encoding, records: Sequence[Tria
     keys = [_discrete.config_key(u) for u in U]
     for more in range(1, SCORED_ROUNDS):
         # a batch larger than the fresh candidates: draw more rather than repeat a trial
-        # (or a point earlier in the batch)
-        if sum(k not in avoid for k in set(keys)) >= q:
+        # (or a point earlier in the batch); the candidates are distinct configurations
+        if sum(k not in avoid for k in keys) >= q:
             break
-        extra = candidates(space, s.raw_samples, around, seed + more)
         known = set(keys)
-        new = [i for i, k in enumerate(_discrete.config_key(u) for u in extra) if k not in known]
-        U = np.vstack([U, extra[new]])
-        keys = [_discrete.config_key(u) for u in U]
+        extra = [(u, k) for u in candidates(space, s.raw_samples, around, seed + more)
+                 for k in [_discrete.config_key(u)] if k not in known]
+        if extra:
+            U = np.vstack([U, [u for u, _ in extra]])
+            keys += [k for _, k in extra]
     fresh = np.array([k not in avoid for k in keys], dtype=bool)
     never = avoided(space, records, pending, True, s.avoid_failed)  # failed or running
     allowed = np.array([k not in never for k in keys], dtype=bool)
@@ -246,11 +247,11 @@ def optimize(acqf: Any, space: SearchSpace, enc: Encoding, records: Sequence[Tri
         seen = seen_keys(space, records, pending)
         unseen = np.array([k not in seen for k in keys], dtype=bool)
         avoid = avoided(space, records, pending, True, s.avoid_failed)
-        fresh = unseen if not s.allow_repeats else np.array([k not in avoid for k in keys],
-                                                            dtype=bool)
+        allowed = np.array([k not in avoid for k in keys], dtype=bool)  # not failed, not running
+        fresh = unseen if not s.allow_repeats else allowed
         cand, repeats = _discrete.optimize_discrete(
             acqf, torch.tensor(choices, dtype=torch.double), torch.tensor(fresh), q,
-            torch.tensor(np.array([k not in avoid for k in keys], dtype=bool)))
+            torch.tensor(allowed))
         how = {"optimiser": "enumerate", "n_configs": len(choices),
                "n_unseen": int(unseen.sum()), "n_repeats": repeats}
     return to_unit(cand.detach().cpu().numpy().reshape(q, -1), enc), how

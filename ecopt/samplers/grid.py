@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ecopt._types import Params, ParamValue
-from ecopt.samplers._encoding import tells_nothing
+from ecopt._failures import tells_nothing
 from ecopt.samplers.base import Proposal, Sampler
 from ecopt.space import SearchSpace
 from ecopt.trial import TrialRecord

@@ -550,9 +550,10 @@ class QLogNEHVISampler(Sampler):
             for k, params in tm.design_points(trust):
                 if len(out) == n:
                     break
-                if key(params) in taken:
+                kp = key(params)
+                if kp in taken:
                     continue
-                taken.add(key(params))
+                taken.add(kp)
                 out.append(Proposal(space.decode(space.encode(params)), "transfer",
                                     {"why": "initial design: a source's Pareto set",
                                      "source": tm.sources[k].label,

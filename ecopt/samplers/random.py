@@ -119,7 +119,7 @@ class RandomSampler(Sampler):
             k = start + i
             if k < self.n_sobol:
                 # the k-th Sobol point, or the next one that did not fail before
-                X = sobol_points(space.dim, int(self.seed or 0), k, MAX_SKIP)
+                X = sobol_points(space.dim, int(self.seed or 0), k, MAX_SKIP if failed else 1)
                 j = next((j for j, x in enumerate(X) if not failed
                           or _key(space, x) not in failed), 0)
                 out.append(Proposal(space.decode(X[j]), "sobol", {"index": k + j}))
